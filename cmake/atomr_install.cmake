@@ -1,0 +1,25 @@
+# Install rules and the exported package: an outside project does
+#   find_package(atomr REQUIRED)  and  target_link_libraries(app PRIVATE atomr::atomr)
+set(ATOMR_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/atomr")
+
+set_target_properties(atomr PROPERTIES EXPORT_NAME atomr)
+install(TARGETS atomr atomr_common atomr_serialization atomr_local atomr_cluster
+        EXPORT atomr-targets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS atomr_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+foreach(lib common serialization local cluster)
+  install(DIRECTORY "${PROJECT_SOURCE_DIR}/src/${lib}/include/" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endforeach()
+install(DIRECTORY "${PROJECT_BINARY_DIR}/generated/include/" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(PROGRAMS "${PROJECT_SOURCE_DIR}/launch/atomr-launch" DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+install(EXPORT atomr-targets NAMESPACE atomr:: DESTINATION ${ATOMR_CMAKE_DIR})
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/atomrConfig.cmake.in"
+                              "${PROJECT_BINARY_DIR}/atomrConfig.cmake" INSTALL_DESTINATION ${ATOMR_CMAKE_DIR})
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/atomrConfigVersion.cmake" COMPATIBILITY SameMinorVersion)
+install(FILES "${PROJECT_BINARY_DIR}/atomrConfig.cmake" "${PROJECT_BINARY_DIR}/atomrConfigVersion.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/FindHwloc.cmake" "${PROJECT_SOURCE_DIR}/cmake/FindNCCL.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/FindConcurrentQueue.cmake"
+        DESTINATION ${ATOMR_CMAKE_DIR})

@@ -1,0 +1,102 @@
+// `atomr info`: collective; every rank probes itself and rank 0 prints one table for the job.
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <set>
+
+#include "atomr/cluster/mpi_session.hpp"
+#include "atomr/cluster/rank_report.hpp"
+#include "atomr/common/tunables.hpp"
+#include "atomr/common/version.hpp"
+#include "commands.hpp"
+#include "text_table.hpp"
+
+namespace po = boost::program_options;
+
+namespace atomr::apps {
+namespace {
+
+std::string describe_device(const local::device_info& d) {
+  std::string out = d.kind == local::device_kind::cuda ? "gpu" + std::to_string(d.index) + " " + d.name : d.name;
+  out += ", " + format_bytes(d.total_memory);
+  if (d.kind == local::device_kind::cuda) {
+    out += ", sm_" + std::to_string(d.compute_major) + std::to_string(d.compute_minor) + ", " + d.pci_bus_id;
+  }
+  return out;
+}
+
+void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& reports) {
+  const auto& first = reports.front().identity;
+  os << "atomr " << k_version << " (" << k_git_revision << "): " << first.world_size << " rank(s) on "
+     << first.node_count << " node(s)\n\n";
+
+  text_table ranks({"rank", "node", "host", "local", "cores", "devices"});
+  std::set<std::string> no_gpu_reasons;
+  for (const auto& r : reports) {
+    const auto& id = r.identity;
+    for (std::size_t d = 0; d < r.devices.size(); ++d) {
+      if (d == 0) {
+        ranks.add_row({std::to_string(id.world_rank), std::to_string(id.node_id), id.hostname,
+                       std::to_string(id.local_rank) + "/" + std::to_string(id.local_size),
+                       std::to_string(r.host.cores), describe_device(r.devices[d])});
+      } else {
+        ranks.add_row({"", "", "", "", "", describe_device(r.devices[d])});
+      }
+    }
+    if (!r.no_gpu_reason.empty()) no_gpu_reasons.insert(r.no_gpu_reason);
+  }
+  ranks.print(os);
+  for (const auto& reason : no_gpu_reasons) os << "no GPU: " << reason << '\n';
+
+  os << '\n';
+  text_table versions({"rank", "cuda runtime", "cuda driver", "nccl", "mpi", "hwloc"});
+  for (const auto& r : reports) {
+    versions.add_row({std::to_string(r.identity.world_rank), r.local_versions.cuda_runtime,
+                      r.local_versions.cuda_driver, r.nccl_version, r.mpi_version, r.local_versions.hwloc});
+  }
+  versions.print(os);
+
+  os << '\n';
+  text_table tunables({"tunable", "env", "value", "meaning"});
+  for (const tunable* t : tunables::k_all) {
+    tunables.add_row({std::string(t->name), std::string(t->env),
+                      tunable_value(*t) + (tunable_is_set(*t) ? "" : " (default)"), std::string(t->description)});
+  }
+  tunables.print(os);
+}
+
+}  // namespace
+
+int run_info(const std::string& program, const std::vector<std::string>& args) {
+  po::options_description opts("atomr " + program + " options");
+  opts.add_options()("help,h", "print this help");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).run(), vm);
+  } catch (const po::error& e) {
+    return report_error(std::string(e.what()) + " (try 'atomr info --help')", 2);
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: atomr info\n"
+                 "Collective over all ranks: rank 0 prints each rank's node, local rank, devices\n"
+                 "(or the host device where no GPU is visible), library versions and tunables.\n\n"
+              << opts;
+    return 0;
+  }
+
+  auto session = cluster::mpi_session::start(nullptr, nullptr);
+  if (!session) return report_error(session.error_value().describe(), 1);
+  auto mine = cluster::probe_rank_report((*session)->identity());
+  // A failed probe still takes part in the gather, so the other ranks do not wait forever.
+  cluster::rank_report fallback;
+  fallback.identity = (*session)->identity();
+  if (!mine) {
+    report_error(mine.error_value().describe(), 1);
+    fallback.no_gpu_reason = "probe failed: " + mine.error_value().describe();
+  }
+  auto reports = cluster::gather_rank_reports((*session)->world(), mine ? *mine : fallback);
+  if (!reports) return report_error(reports.error_value().describe(), 1);
+  if ((*session)->identity().world_rank == 0) print_reports(std::cout, *reports);
+  return mine ? 0 : 1;
+}
+
+}  // namespace atomr::apps

@@ -1,0 +1,82 @@
+// `atomr`: the command line. Global options, then a subcommand and its own options.
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <functional>
+#include <iostream>
+#include <map>
+
+#include "atomr/common/version.hpp"
+#include "commands.hpp"
+
+namespace po = boost::program_options;
+
+namespace {
+
+using command_fn = std::function<int(const std::string&, const std::vector<std::string>&)>;
+
+struct command {
+  command_fn run;
+  const char* summary;
+};
+
+const std::map<std::string, command>& commands() {
+  static const std::map<std::string, command> table{
+      {"info", {atomr::apps::run_info, "every rank's node, devices and library versions (collective; rank 0 prints)"}},
+  };
+  return table;
+}
+
+void print_usage(std::ostream& os, const po::options_description& global) {
+  os << "usage: atomr [options] <command> [command options]\n"
+        "       launch/atomr-launch -n <ranks> atomr <command> ...   (many ranks)\n\n"
+     << global << "\ncommands:\n";
+  for (const auto& [name, cmd] : commands()) os << "  " << name << "    " << cmd.summary << '\n';
+  os << "\nRun 'atomr <command> --help' for a command's options.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  po::options_description global("options");
+  global.add_options()("help,h", "print this help")("version", "print the version and build configuration");
+  po::options_description hidden;
+  hidden.add_options()("command", po::value<std::string>(), "")("args", po::value<std::vector<std::string>>(), "");
+  po::options_description all;
+  all.add(global).add(hidden);
+  po::positional_options_description positional;
+  positional.add("command", 1).add("args", -1);
+
+  po::variables_map vm;
+  std::vector<std::string> rest;
+  try {
+    auto parsed = po::command_line_parser(argc, argv).options(all).positional(positional).allow_unregistered().run();
+    po::store(parsed, vm);
+    rest = po::collect_unrecognized(parsed.options, po::include_positional);
+  } catch (const po::error& e) {
+    return atomr::apps::report_error(std::string(e.what()) + " (try 'atomr --help')", 2);
+  }
+
+  if (vm.count("version")) {
+    std::cout << "atomr " << atomr::k_version << " (" << atomr::k_git_revision << "), CUDA "
+              << (atomr::k_built_with_cuda ? "on" : "off") << ", NCCL " << (atomr::k_built_with_nccl ? "on" : "off")
+              << '\n';
+    return 0;
+  }
+  if (!vm.count("command")) {
+    if (vm.count("help")) {
+      print_usage(std::cout, global);
+      return 0;
+    }
+    print_usage(std::cerr, global);
+    return 2;
+  }
+  const auto name = vm["command"].as<std::string>();
+  const auto it = commands().find(name);
+  if (it == commands().end()) {
+    return atomr::apps::report_error("unknown command '" + name + "' (try 'atomr --help')", 2);
+  }
+  // `rest` holds the command name itself; a global --help means the command's help.
+  rest.erase(std::find(rest.begin(), rest.end(), name));
+  if (vm.count("help")) rest.insert(rest.begin(), "--help");
+  return it->second.run(name, rest);
+}

@@ -1,0 +1,36 @@
+// The process's MPI lifetime. start() initializes MPI with MPI_THREAD_MULTIPLE (or joins an MPI
+// that the caller already initialized, e.g. a test main), makes MPI return errors instead of
+// aborting, duplicates MPI_COMM_WORLD for atomr's own traffic, discovers the node identity and
+// records the rank for error messages and logs. The destructor finalizes MPI only if start()
+// initialized it. One session per process; not copyable.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+
+#include "atomr/cluster/node_identity.hpp"
+#include "atomr/common/result.hpp"
+
+namespace atomr::cluster {
+
+class mpi_session {
+ public:
+  static result<std::unique_ptr<mpi_session>> start(int* argc, char*** argv);
+  ~mpi_session();
+  mpi_session(const mpi_session&) = delete;
+  mpi_session& operator=(const mpi_session&) = delete;
+
+  const node_identity& identity() const noexcept { return identity_; }
+  // atomr's duplicate of MPI_COMM_WORLD (MPI_ERRORS_RETURN set); valid for the session's lifetime.
+  MPI_Comm world() const noexcept { return world_; }
+
+ private:
+  mpi_session(bool owns_mpi, MPI_Comm world, node_identity identity);
+
+  bool owns_mpi_;
+  MPI_Comm world_;
+  node_identity identity_;
+};
+
+}  // namespace atomr::cluster

@@ -1,0 +1,24 @@
+#include "atomr/cluster/mpi_check.hpp"
+
+#include <array>
+#include <string>
+
+namespace atomr::detail {
+
+error mpi_failure(int status, const char* call, const char* file, int line) {
+  std::array<char, MPI_MAX_ERROR_STRING> text{};
+  int len = 0;
+  std::string what;
+  if (MPI_Error_string(status, text.data(), &len) == MPI_SUCCESS) {
+    what.assign(text.data(), static_cast<std::size_t>(len));
+  } else {
+    what = "unknown MPI error";
+  }
+  int error_class = 0;
+  if (MPI_Error_class(status, &error_class) == MPI_SUCCESS) {
+    what += " (MPI error class " + std::to_string(error_class) + ")";
+  }
+  return failed_call(errc::mpi, call, what, file, line);
+}
+
+}  // namespace atomr::detail

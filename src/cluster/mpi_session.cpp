@@ -1,0 +1,68 @@
+#include "atomr/cluster/mpi_session.hpp"
+
+#include "atomr/cluster/mpi_check.hpp"
+#include "atomr/common/context.hpp"
+#include "atomr/common/log.hpp"
+
+namespace atomr::cluster {
+namespace {
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "unknown";
+  }
+}
+
+}  // namespace
+
+result<std::unique_ptr<mpi_session>> mpi_session::start(int* argc, char*** argv) {
+  int initialized = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Initialized(&initialized)));
+  int provided = MPI_THREAD_SINGLE;
+  if (initialized) {
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Query_thread(&provided)));
+  } else {
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided)));
+  }
+  const bool owns = !initialized;
+  auto fail = [owns](error e) -> error {
+    if (owns) MPI_Finalize();
+    return e;
+  };
+  // atomr's progress and watchdog threads call MPI concurrently with user threads.
+  if (provided < MPI_THREAD_MULTIPLE) {
+    return fail(error(errc::unavailable, std::string("MPI provides only ") + thread_level_name(provided) +
+                                             "; atomr needs MPI_THREAD_MULTIPLE (rebuild MPI with thread support)"));
+  }
+  if (auto r = ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN)); !r) {
+    return fail(r.error_value());
+  }
+  MPI_Comm world = MPI_COMM_NULL;
+  if (auto r = ATOMR_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world)); !r) return fail(r.error_value());
+  auto identity = discover_node_identity(world);
+  if (!identity) {
+    MPI_Comm_free(&world);
+    return fail(identity.error_value());
+  }
+  context::set_rank(identity->world_rank);
+  log::get("cluster")->debug("MPI up: rank {}/{} on node {} ({}), local rank {}/{}", identity->world_rank,
+                             identity->world_size, identity->node_id, identity->hostname, identity->local_rank,
+                             identity->local_size);
+  return std::unique_ptr<mpi_session>(new mpi_session(owns, world, std::move(identity).value()));
+}
+
+mpi_session::mpi_session(bool owns_mpi, MPI_Comm world, node_identity identity)
+    : owns_mpi_(owns_mpi), world_(world), identity_(std::move(identity)) {}
+
+mpi_session::~mpi_session() {
+  if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
+  if (owns_mpi_) {
+    if (auto r = ATOMR_MPI_CHECK(MPI_Finalize()); !r) log::get("cluster")->error("{}", r.error_value().describe());
+  }
+}
+
+}  // namespace atomr::cluster

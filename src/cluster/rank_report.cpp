@@ -1,0 +1,41 @@
+#include "atomr/cluster/rank_report.hpp"
+
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+
+#include "atomr/cluster/gather.hpp"
+#include "atomr/cluster/versions.hpp"
+#include "atomr/serialization/cereal_codec.hpp"
+
+namespace atomr::cluster {
+
+result<rank_report> probe_rank_report(const node_identity& identity) {
+  rank_report r;
+  r.identity = identity;
+  ATOMR_ASSIGN_OR_RETURN(r.host, local::probe_host());
+  ATOMR_ASSIGN_OR_RETURN(local::device_probe probe, local::probe_cuda_devices());
+  r.devices = std::move(probe.devices);
+  if (r.devices.empty()) {
+    r.devices.push_back(local::host_device());
+    r.no_gpu_reason = std::move(probe.absent_reason);
+  }
+  r.local_versions = local::probe_local_versions();
+  r.mpi_version = mpi_library_version();
+  r.nccl_version = nccl_library_version();
+  return r;
+}
+
+result<std::vector<rank_report>> gather_rank_reports(MPI_Comm comm, const rank_report& mine) {
+  ATOMR_ASSIGN_OR_RETURN(auto blobs, gather_bytes(comm, serialization::encode(mine)));
+  std::vector<rank_report> out;
+  out.reserve(blobs.size());
+  for (std::size_t i = 0; i < blobs.size(); ++i) {
+    const auto bytes = std::as_bytes(std::span(blobs[i].data(), blobs[i].size()));
+    auto decoded = serialization::decode<rank_report>(bytes, "rank_report");
+    if (!decoded) return decoded.error_value().with_context("reading the report of rank " + std::to_string(i));
+    out.push_back(std::move(decoded).value());
+  }
+  return out;
+}
+
+}  // namespace atomr::cluster

@@ -1,0 +1,53 @@
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <set>
+
+#include "atomr/common/tunables.hpp"
+
+namespace atomr {
+namespace {
+
+constexpr tunable k_test_tunable{"test_value", "ATOMR_TEST_TUNABLE_VALUE", "42", "used by this test only"};
+
+class TunablesTest : public ::testing::Test {
+ protected:
+  void TearDown() override { unsetenv("ATOMR_TEST_TUNABLE_VALUE"); }
+};
+
+TEST_F(TunablesTest, DefaultUnlessTheEnvironmentSetsIt) {
+  unsetenv("ATOMR_TEST_TUNABLE_VALUE");
+  EXPECT_FALSE(tunable_is_set(k_test_tunable));
+  EXPECT_EQ(tunable_value(k_test_tunable), "42");
+  EXPECT_EQ(tunable_int(k_test_tunable).value(), 42);
+
+  setenv("ATOMR_TEST_TUNABLE_VALUE", "-17", 1);
+  EXPECT_TRUE(tunable_is_set(k_test_tunable));
+  EXPECT_EQ(tunable_int(k_test_tunable).value(), -17);
+
+  // An empty variable counts as unset, as shells make it easy to export one by accident.
+  setenv("ATOMR_TEST_TUNABLE_VALUE", "", 1);
+  EXPECT_EQ(tunable_value(k_test_tunable), "42");
+}
+
+TEST_F(TunablesTest, NonIntegerIsAnErrorNamingTheVariable) {
+  setenv("ATOMR_TEST_TUNABLE_VALUE", "12ms", 1);
+  auto r = tunable_int(k_test_tunable);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error_value().code(), errc::invalid_argument);
+  EXPECT_EQ(r.error_value().message(), "ATOMR_TEST_TUNABLE_VALUE='12ms' is not an integer (default 42)");
+}
+
+TEST(Tunables, EveryDeclaredTunableIsUniqueAndUsesTheAtomrPrefix) {
+  std::set<std::string_view> names;
+  std::set<std::string_view> envs;
+  for (const tunable* t : tunables::k_all) {
+    EXPECT_TRUE(names.insert(t->name).second) << t->name;
+    EXPECT_TRUE(envs.insert(t->env).second) << t->env;
+    EXPECT_TRUE(t->env.starts_with("ATOMR_")) << t->env;
+    EXPECT_FALSE(t->description.empty()) << t->name;
+  }
+}
+
+}  // namespace
+}  // namespace atomr

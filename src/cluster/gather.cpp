@@ -6,7 +6,7 @@
 
 namespace atomr::cluster {
 
-result<std::vector<std::string>> gather_bytes(MPI_Comm comm, const std::string& mine, int root) {
+result<std::vector<std::vector<std::byte>>> gather_bytes(MPI_Comm comm, std::span<const std::byte> mine, int root) {
   int rank = 0;
   int size = 0;
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
@@ -30,13 +30,14 @@ result<std::vector<std::string>> gather_bytes(MPI_Comm comm, const std::string& 
     offsets[i] = static_cast<int>(total);
     total += static_cast<std::size_t>(lengths[i]);
   }
-  std::string all(total, '\0');
+  std::vector<std::byte> all(total);
   ATOMR_TRY(ATOMR_MPI_CHECK(
       MPI_Gatherv(mine.data(), my_len, MPI_BYTE, all.data(), lengths.data(), offsets.data(), MPI_BYTE, root, comm)));
-  std::vector<std::string> out;
+  std::vector<std::vector<std::byte>> out;
   out.reserve(lengths.size());
   for (std::size_t i = 0; i < lengths.size(); ++i) {
-    out.push_back(all.substr(static_cast<std::size_t>(offsets[i]), static_cast<std::size_t>(lengths[i])));
+    const auto begin = all.begin() + offsets[i];
+    out.emplace_back(begin, begin + lengths[i]);
   }
   return out;
 }

@@ -5,7 +5,7 @@
 
 #include "atomr/cluster/gather.hpp"
 #include "atomr/cluster/versions.hpp"
-#include "atomr/serialization/cereal_codec.hpp"
+#include "atomr/serialization/payload_codec.hpp"
 
 namespace atomr::cluster {
 
@@ -30,8 +30,7 @@ result<std::vector<rank_report>> gather_rank_reports(MPI_Comm comm, const rank_r
   std::vector<rank_report> out;
   out.reserve(blobs.size());
   for (std::size_t i = 0; i < blobs.size(); ++i) {
-    const auto bytes = std::as_bytes(std::span(blobs[i].data(), blobs[i].size()));
-    auto decoded = serialization::decode<rank_report>(bytes, "rank_report");
+    auto decoded = serialization::decode<rank_report>(blobs[i], "rank_report");
     if (!decoded) return decoded.error_value().with_context("reading the report of rank " + std::to_string(i));
     out.push_back(std::move(decoded).value());
   }

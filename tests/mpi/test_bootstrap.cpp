@@ -10,7 +10,7 @@
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/common/context.hpp"
-#include "atomr/serialization/cereal_codec.hpp"
+#include "atomr/serialization/payload_codec.hpp"
 
 namespace atomr {
 namespace {
@@ -49,8 +49,7 @@ TEST(Bootstrap, NodeIdentityIsConsistentAcrossRanks) {
   std::map<int, std::string> host_by_node;
   std::map<int, int> local_size_by_node;
   for (std::size_t r = 0; r < blobs->size(); ++r) {
-    auto id = serialization::decode<cluster::node_identity>(
-        std::as_bytes(std::span((*blobs)[r].data(), (*blobs)[r].size())), "node_identity");
+    auto id = serialization::decode<cluster::node_identity>((*blobs)[r], "node_identity");
     ASSERT_TRUE(id) << id.error_value();
     EXPECT_EQ(id->world_rank, static_cast<int>(r));
     EXPECT_EQ(id->world_size, mine->world_size);

@@ -11,10 +11,10 @@ namespace atomr {
 namespace {
 
 // Rank r contributes r*37 bytes (rank 0 contributes none) drawn from a generator seeded by r.
-std::string payload_of(int rank) {
+std::vector<std::byte> payload_of(int rank) {
   std::mt19937 rng(1000u + static_cast<unsigned>(rank));
-  std::string s(static_cast<std::size_t>(rank) * 37, '\0');
-  for (auto& c : s) c = static_cast<char>(rng());
+  std::vector<std::byte> s(static_cast<std::size_t>(rank) * 37);
+  for (auto& c : s) c = static_cast<std::byte>(rng());
   return s;
 }
 

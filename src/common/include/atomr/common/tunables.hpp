@@ -21,8 +21,12 @@ struct tunable {
 
 namespace tunables {
 inline constexpr tunable log{"log", "ATOMR_LOG", "info", "log level, then per-subsystem overrides: warn,cluster=debug"};
+inline constexpr tunable wire_max_payload{"wire_max_payload", "ATOMR_WIRE_MAX_PAYLOAD", "67108864",
+                                          "largest message payload a rank accepts from the wire, bytes"};
+inline constexpr tunable wire_max_container{"wire_max_container", "ATOMR_WIRE_MAX_CONTAINER", "16777216",
+                                            "longest container or string a rank decodes from the wire, elements"};
 
-inline constexpr std::array k_all{&log};
+inline constexpr std::array k_all{&log, &wire_max_payload, &wire_max_container};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

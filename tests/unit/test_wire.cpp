@@ -180,7 +180,8 @@ TEST(Golden, EnvelopeBytes) {
   auto bytes = wire::encode_envelope(k_golden_route, k_golden_request);
   ASSERT_TRUE(bytes);
   EXPECT_EQ(hex(*bytes), hex(golden_envelope()));
-  auto env = wire::decode_envelope(golden_envelope());
+  const auto golden = golden_envelope();  // the view points into these bytes
+  auto env = wire::decode_envelope(golden);
   ASSERT_TRUE(env) << env.error_value();
   EXPECT_EQ(env->header.correlation_id, 77u);
   EXPECT_EQ(env->header.destination, k_golden_route.destination);

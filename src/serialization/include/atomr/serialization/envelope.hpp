@@ -65,7 +65,8 @@ struct envelope_route {
   std::uint64_t correlation_id = 0;
 };
 
-// A validated envelope; `payload` points into the decoded bytes.
+// A validated envelope. `payload` points into the bytes given to decode_envelope(), which must
+// outlive the view.
 struct envelope_view {
   envelope_header header;
   std::span<const std::byte> payload;

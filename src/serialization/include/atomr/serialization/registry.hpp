@@ -33,6 +33,7 @@ struct message_entry {
 template <typename... Entries>
 struct message_registry {
   static constexpr std::array<std::uint32_t, sizeof...(Entries)> ids{Entries::id...};
+  static constexpr std::array<std::string_view, sizeof...(Entries)> names{Entries::name...};
 
   static constexpr bool ids_unique_and_nonzero() {
     for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -49,20 +50,21 @@ struct message_registry {
   static constexpr bool has_type = (std::is_same_v<T, typename Entries::type> || ...);
 
   template <typename T>
-  requires has_type<T>
-  static constexpr std::uint32_t id_of() {
-    std::uint32_t id = 0;
-    ((std::is_same_v<T, typename Entries::type> ? (id = Entries::id, true) : false) || ...);
-    return id;
+  static constexpr std::size_t index_of() {
+    constexpr std::array<bool, sizeof...(Entries)> match{std::is_same_v<T, typename Entries::type>...};
+    for (std::size_t i = 0; i < match.size(); ++i) {
+      if (match[i]) return i;
+    }
+    return match.size();
   }
 
   template <typename T>
   requires has_type<T>
-  static constexpr std::string_view name_of() {
-    std::string_view name;
-    ((std::is_same_v<T, typename Entries::type> ? (name = Entries::name, true) : false) || ...);
-    return name;
-  }
+  static constexpr std::uint32_t id_of() { return ids[index_of<T>()]; }
+
+  template <typename T>
+  requires has_type<T>
+  static constexpr std::string_view name_of() { return names[index_of<T>()]; }
 
   static constexpr bool contains(std::uint32_t id) { return ((Entries::id == id) || ...); }
 
@@ -73,12 +75,15 @@ struct message_registry {
   }
 };
 
-using wire_registry = message_registry<                                                                //
-    message_entry<ping, 1, "ping">,                                                                    //
-    message_entry<error_reply, 2, "error_reply">,                                                      //
-    message_entry<opaque_bytes, 3, "opaque_bytes">,                                                    //
-    message_entry<fetch_request, 16, "fetch_request">, message_entry<fetch_ready, 17, "fetch_ready">,  //
+// clang-format off
+using wire_registry = message_registry<
+    message_entry<ping, 1, "ping">,
+    message_entry<error_reply, 2, "error_reply">,
+    message_entry<opaque_bytes, 3, "opaque_bytes">,
+    message_entry<fetch_request, 16, "fetch_request">,
+    message_entry<fetch_ready, 17, "fetch_ready">,
     message_entry<buffer_manifest, 18, "buffer_manifest">>;
+// clang-format on
 
 template <typename T, typename Registry = wire_registry>
 concept wire_message = Registry::template has_type<T>;

@@ -8,6 +8,7 @@ find_package(cereal REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(Boost 1.71 REQUIRED COMPONENTS program_options)
 find_package(ConcurrentQueue REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
 
 set(ATOMR_HAVE_CUDA OFF)
 set(ATOMR_HAVE_NCCL OFF)

@@ -15,6 +15,7 @@ std::string_view to_string(errc code) noexcept {
     case errc::protocol: return "protocol";
     case errc::unavailable: return "unavailable";
     case errc::internal: return "internal";
+    case errc::resource_exhausted: return "resource_exhausted";
   }
   return "unknown";
 }

@@ -61,7 +61,7 @@ TEST(Error, DescribeAndContext) {
 
 TEST(Error, EveryCodeHasADistinctName) {
   std::set<std::string_view> names;
-  for (int c = 0; c <= static_cast<int>(errc::internal); ++c) {
+  for (int c = 0; c <= static_cast<int>(k_errc_last); ++c) {
     const auto name = to_string(static_cast<errc>(c));
     EXPECT_NE(name, "unknown");
     EXPECT_TRUE(names.insert(name).second) << name;

@@ -13,15 +13,19 @@ enum class errc {
   invalid_argument,  // the caller passed something wrong
   stale_ref,         // a handle outlived its device state or generation
   out_of_memory,
-  cuda,         // a CUDA runtime/driver call failed
-  nccl,         // an NCCL call failed
-  mpi,          // an MPI call failed
-  timeout,      // a deadline passed
-  aborted,      // the operation was cancelled (communicator aborted, actor stopped mid-way)
-  protocol,     // bytes from the wire were malformed
-  unavailable,  // the target (actor, device, backend) is not there or not running
-  internal,     // a broken invariant inside atomr
+  cuda,                // a CUDA runtime/driver call failed
+  nccl,                // an NCCL call failed
+  mpi,                 // an MPI call failed
+  timeout,             // a deadline passed
+  aborted,             // the operation was cancelled (communicator aborted, actor stopped mid-way)
+  protocol,            // bytes from the wire were malformed
+  unavailable,         // the target (actor, device, backend) is not there or not running
+  internal,            // a broken invariant inside atomr
+  resource_exhausted,  // a bounded resource is full (a mailbox, a queue); retrying later may work
 };
+// The highest code; codes are numbered densely from 0 and new ones are appended, because their
+// numbers cross the wire in error_reply.
+inline constexpr errc k_errc_last = errc::resource_exhausted;
 
 // Stable lower-case name of a code, e.g. "invalid_argument".
 std::string_view to_string(errc code) noexcept;

@@ -1,0 +1,323 @@
+// The runtime side of an actor: its mailboxes, lifecycle, supervision and termination. Users see
+// actor_ref and actor_context, not cells. cell_base holds everything that does not depend on the
+// message type; cell<Msg> adds the typed mailbox and the actor instance.
+//
+// Threading: post_system(), schedule(), enqueue(), request_stop(), on_terminated() are safe from any
+// thread. run() is called by one dispatcher thread at a time (the `scheduled` flag guarantees it),
+// and everything it calls runs on that thread.
+#pragma once
+
+#include <concurrentqueue/concurrentqueue.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "atomr/local/actors/actor.hpp"
+#include "atomr/local/actors/dispatcher.hpp"
+#include "atomr/local/actors/spawn_options.hpp"
+
+namespace atomr::local {
+
+class cell_base;
+
+namespace detail {
+struct start_request {};
+struct stop_request {
+  std::optional<error> reason;
+};
+struct resume_request {};
+struct restart_request {
+  error cause;
+  restart_budget budget;
+};
+struct child_failed {
+  std::shared_ptr<cell_base> child;
+  error cause;
+};
+struct child_stopped {
+  std::uint64_t id;
+};
+using system_message =
+    std::variant<start_request, stop_request, resume_request, restart_request, child_failed, child_stopped>;
+}  // namespace detail
+
+class cell_base : public std::enable_shared_from_this<cell_base> {
+ public:
+  enum class lifecycle : std::uint8_t { starting, running, suspended, stopped };
+
+  cell_base(actor_system& system, std::uint64_t id, std::string name, std::weak_ptr<cell_base> parent,
+            supervisor_strategy children_strategy, dispatcher& d);
+  virtual ~cell_base();
+  cell_base(const cell_base&) = delete;
+  cell_base& operator=(const cell_base&) = delete;
+
+  std::uint64_t id() const noexcept { return id_; }
+  const std::string& name() const noexcept { return name_; }
+  lifecycle state() const noexcept { return state_.load(std::memory_order_acquire); }
+  bool stopped() const noexcept { return state() == lifecycle::stopped; }
+  actor_system& system() const noexcept { return system_; }
+  timer_service& system_timers() const;
+
+  void post_system(detail::system_message m);
+  void request_stop() { post_system(detail::stop_request{}); }
+  void schedule();
+  void run(std::size_t batch);
+  future<terminated> on_terminated();
+
+  // Own thread only.
+  void add_child(std::shared_ptr<cell_base> child) { children_.push_back(std::move(child)); }
+  void keep_timer(timer_handle h) { timers_.push_back(std::move(h)); }
+
+  // The actor whose handler is running on this thread, if any.
+  static cell_base* current() noexcept;
+
+  // The producer token this actor uses for `destination`'s mailbox, created by `make` on first
+  // use. moodycamel keeps FIFO order per producer; a pool actor runs on varying threads, so its
+  // sends go through one token per destination to stay in order. Own thread only.
+  template <typename Make>
+  moodycamel::ProducerToken& token_for(cell_base& destination, Make&& make) {
+    auto it = tokens_.find(&destination);
+    if (it == tokens_.end()) {
+      if (tokens_.size() >= k_token_prune_threshold) prune_tokens();
+      it = tokens_.emplace(&destination, producer_entry{destination.shared_from_this(), make()}).first;
+    }
+    return *it->second.token;
+  }
+
+ protected:
+  // Implemented by cell<Msg>; called on the cell's thread.
+  virtual result<void> create_instance() = 0;
+  virtual void destroy_instance() = 0;
+  virtual void process_user(std::size_t batch) = 0;
+  virtual bool has_user_work() const = 0;
+  // Any thread: discards queued user messages (their reply_to handles fail with the drop reason).
+  virtual void drop_user_messages() = 0;
+
+  // The current message failed (own thread): suspend and ask the supervisor.
+  void fail(error e);
+  error stopped_error() const;
+
+ private:
+  void handle(detail::system_message& m);
+  void start_instance();
+  void restart(const error& cause, const restart_budget& budget);
+  void supervise_child(const std::shared_ptr<cell_base>& child, const error& cause);
+  void do_stop(std::optional<error> reason);
+
+  actor_system& system_;
+  const std::uint64_t id_;
+  const std::string name_;
+  const std::weak_ptr<cell_base> parent_;
+  const supervisor_strategy children_strategy_;
+  dispatcher& dispatcher_;
+
+  std::atomic<lifecycle> state_{lifecycle::starting};
+  std::atomic<bool> scheduled_{false};
+  moodycamel::ConcurrentQueue<detail::system_message> system_queue_;
+
+  // Own thread only.
+  std::vector<std::shared_ptr<cell_base>> children_;
+  std::vector<timer_handle> timers_;
+  struct producer_entry {
+    std::shared_ptr<cell_base> destination;  // the token must not outlive the queue it belongs to
+    std::unique_ptr<moodycamel::ProducerToken> token;
+  };
+  static constexpr std::size_t k_token_prune_threshold = 64;
+  void prune_tokens();
+  std::unordered_map<const cell_base*, producer_entry> tokens_;
+  std::deque<std::chrono::steady_clock::time_point> restarts_;
+
+  std::mutex watchers_mutex_;
+  std::vector<promise<terminated>> watchers_;
+  std::optional<terminated> final_;
+};
+
+template <typename Msg>
+class cell final : public cell_base {
+ public:
+  using factory = std::function<std::unique_ptr<actor<Msg>>()>;
+
+  cell(actor_system& system, std::uint64_t id, std::string name, std::weak_ptr<cell_base> parent,
+       const spawn_options& options, dispatcher& d, factory make)
+      : cell_base(system, id, std::move(name), std::move(parent), options.supervision, d),
+        make_(std::move(make)),
+        capacity_(options.mailbox_capacity),
+        overflow_(options.overflow),
+        block_timeout_(options.block_timeout),
+        context_(*this) {}
+
+  ~cell() override { drop_user_messages(); }
+
+  std::shared_ptr<cell<Msg>> shared_self() { return std::static_pointer_cast<cell<Msg>>(shared_from_this()); }
+
+  result<void> enqueue(Msg&& m) {
+    if (stopped()) return refuse(std::move(m), stopped_error());
+    if (capacity_ != 0) {
+      if (auto room = reserve_slot(); !room) return refuse(std::move(m), room.error_value());
+    }
+    if (cell_base* sender = cell_base::current()) {
+      auto& token = sender->token_for(*this, [&] { return std::make_unique<moodycamel::ProducerToken>(mailbox_); });
+      mailbox_.enqueue(token, slot{std::move(m)});
+    } else {
+      mailbox_.enqueue(slot{std::move(m)});  // per-thread FIFO through the thread's implicit producer
+    }
+    // The actor may have stopped and drained between the check above and the enqueue; then nobody
+    // else will answer this message, so drain it here.
+    if (stopped()) {
+      drop_user_messages();
+      return stopped_error();
+    }
+    schedule();
+    return ok();
+  }
+
+ protected:
+  result<void> create_instance() override {
+    try {
+      instance_ = make_();
+      instance_->context_ = &context_;
+      instance_->on_start();
+    } catch (const actor_failure& f) {
+      return f.failure();
+    } catch (const std::exception& e) {
+      return error(errc::internal, "actor '" + name() + "' failed to start: " + e.what());
+    }
+    return ok();
+  }
+
+  void destroy_instance() override {
+    if (!instance_) return;
+    try {
+      instance_->on_stop();
+    } catch (const std::exception& e) {
+      log_stop_failure(e.what());
+    }
+    instance_.reset();
+  }
+
+  void process_user(std::size_t batch) override {
+    slot s;
+    for (std::size_t i = 0; i < batch && state() == lifecycle::running; ++i) {
+      if (!mailbox_.try_dequeue(consumer_, s)) return;
+      release_slot();
+      std::optional<error> failure;
+      try {
+        instance_->receive(*s.message);
+      } catch (const actor_failure& f) {
+        failure = f.failure();
+      } catch (const std::exception& e) {
+        failure = error(errc::internal, "actor '" + name() + "' failed: " + e.what());
+      }
+      if (failure) {
+        {
+          detail::drop_reason_scope reason(
+              failure->with_context("actor '" + name() + "' failed handling this request"));
+          s.message.reset();
+        }
+        fail(std::move(*failure));
+        return;
+      }
+      s.message.reset();
+    }
+  }
+
+  bool has_user_work() const override { return mailbox_.size_approx() != 0; }
+
+  void drop_user_messages() override {
+    detail::drop_reason_scope reason(stopped_error());
+    slot s;
+    while (mailbox_.try_dequeue(s)) {
+      release_slot();
+      s.message.reset();
+    }
+  }
+
+ private:
+  struct slot {
+    std::optional<Msg> message;
+  };
+
+  // Destroys a refused message with `why` as the drop reason (so its reply_to fails with it).
+  error refuse(Msg&& m, error why) {
+    detail::drop_reason_scope reason(why);
+    Msg dropped(std::move(m));
+    (void)dropped;
+    return why;
+  }
+
+  result<void> reserve_slot() {
+    if (size_.fetch_add(1, std::memory_order_acq_rel) < capacity_) return ok();
+    size_.fetch_sub(1, std::memory_order_acq_rel);
+    const std::string full = "mailbox of actor '" + name() + "' is full (" + std::to_string(capacity_) + " messages)";
+    if (overflow_ == overflow_policy::fail) return error(errc::resource_exhausted, full);
+    std::unique_lock lock(room_mutex_);
+    const auto deadline = std::chrono::steady_clock::now() + block_timeout_;
+    blocked_.fetch_add(1);
+    const bool got = room_.wait_until(lock, deadline, [&] {
+      if (stopped()) return true;
+      if (size_.fetch_add(1, std::memory_order_acq_rel) < capacity_) return true;
+      size_.fetch_sub(1, std::memory_order_acq_rel);
+      return false;
+    });
+    blocked_.fetch_sub(1);
+    if (stopped()) {
+      if (got) size_.fetch_sub(1, std::memory_order_acq_rel);
+      return stopped_error();
+    }
+    if (!got) {
+      return error(errc::timeout,
+                   full + "; no room within " +
+                       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(block_timeout_).count()) +
+                       " ms");
+    }
+    return ok();
+  }
+
+  void release_slot() {
+    if (capacity_ == 0) return;
+    size_.fetch_sub(1, std::memory_order_acq_rel);
+    // A producer counts itself in blocked_ before it checks for room under the lock, so either it
+    // sees this slot or we see it and notify (after it has started waiting: we take the lock).
+    if (blocked_.load() != 0) {
+      std::lock_guard lock(room_mutex_);
+      room_.notify_all();
+    }
+  }
+
+  void log_stop_failure(const char* what) const;
+
+  factory make_;
+  std::unique_ptr<actor<Msg>> instance_;
+  moodycamel::ConcurrentQueue<slot> mailbox_;
+  moodycamel::ConsumerToken consumer_{mailbox_};
+
+  const std::size_t capacity_;
+  const overflow_policy overflow_;
+  const std::chrono::steady_clock::duration block_timeout_;
+  std::atomic<std::size_t> size_{0};
+  std::mutex room_mutex_;
+  std::condition_variable room_;
+  std::atomic<std::size_t> blocked_{0};
+
+  actor_context<Msg> context_;
+};
+
+namespace detail {
+void log_actor_warning(const std::string& text);
+}
+
+template <typename Msg>
+void cell<Msg>::log_stop_failure(const char* what) const {
+  detail::log_actor_warning("actor '" + name() + "' threw from on_stop: " + what);
+}
+
+}  // namespace atomr::local

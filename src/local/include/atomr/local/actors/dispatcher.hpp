@@ -1,0 +1,62 @@
+// Dispatchers run actor cells. A cell with work is scheduled once (its `scheduled` flag makes
+// repeated schedules free) and runs a batch of messages on one thread at a time.
+// - pool_dispatcher: a few threads shared by many actors; workers block on a moodycamel
+//   BlockingConcurrentQueue of cells (spin briefly, then sleep on a semaphore).
+// - dedicated_dispatcher: one OS thread for one actor (device actors keep their CUDA device
+//   current on it); it spins briefly, then sleeps on a moodycamel LightweightSemaphore.
+// Idle threads sleep; the spin window trades a few microseconds of CPU for fast wake-up.
+#pragma once
+
+#include <concurrentqueue/blockingconcurrentqueue.h>
+#include <concurrentqueue/lightweightsemaphore.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace atomr::local {
+
+class cell_base;
+
+class dispatcher {
+ public:
+  virtual ~dispatcher() = default;
+  virtual void schedule(std::shared_ptr<cell_base> cell) = 0;
+};
+
+class pool_dispatcher final : public dispatcher {
+ public:
+  pool_dispatcher(std::size_t threads, std::size_t batch);
+  ~pool_dispatcher() override;  // joins the workers
+  void schedule(std::shared_ptr<cell_base> cell) override;
+  std::size_t threads() const noexcept { return workers_.size(); }
+
+ private:
+  void work();
+  moodycamel::BlockingConcurrentQueue<std::shared_ptr<cell_base>> run_queue_;
+  std::size_t batch_;
+  std::atomic<bool> stopping_{false};
+  std::vector<std::thread> workers_;
+};
+
+class dedicated_dispatcher final : public dispatcher {
+ public:
+  // `on_thread_start` runs first on the new thread (e.g. to bind a CUDA device).
+  dedicated_dispatcher(int spin_iterations, std::size_t batch, std::function<void()> on_thread_start);
+  ~dedicated_dispatcher() override;  // joins the thread
+  void schedule(std::shared_ptr<cell_base> cell) override;
+  // Starts the thread for `cell`; it exits once the cell has stopped.
+  void start(std::shared_ptr<cell_base> cell);
+  bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
+
+ private:
+  moodycamel::LightweightSemaphore wake_;
+  std::size_t batch_;
+  std::function<void()> on_thread_start_;
+  std::atomic<bool> finished_{false};
+  std::thread thread_;
+};
+
+}  // namespace atomr::local

@@ -1,0 +1,178 @@
+// promise<T> / future<T>: a one-shot value or error (result<T>) handed from one thread to another.
+// The first of set_value / set_error wins; later ones are ignored (that is how an ask's deadline
+// races its reply). A promise destroyed unfulfilled fails its future with errc::unavailable, so no
+// future is left hanging. reply_to<T> is the promise an ask puts into a message.
+//
+// Threading: any thread may fulfil; any thread may wait. A continuation (then) runs on the thread
+// that fulfils, or at once on the caller's thread if the future is already ready; it must not
+// block. Do not call get() from an actor's handler while the answer needs that actor's thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "atomr/common/result.hpp"
+
+namespace atomr::local {
+
+namespace detail {
+
+template <typename T>
+class shared_state {
+ public:
+  // True if this call fulfilled the state.
+  bool fulfil(result<T> value) {
+    std::vector<std::function<void(const result<T>&)>> continuations;
+    {
+      std::lock_guard lock(mutex_);
+      if (value_) return false;
+      value_.emplace(std::move(value));
+      continuations.swap(continuations_);
+    }
+    ready_.notify_all();
+    for (auto& c : continuations) c(*value_);
+    return true;
+  }
+
+  bool ready() const {
+    std::lock_guard lock(mutex_);
+    return value_.has_value();
+  }
+
+  const result<T>& wait() {
+    std::unique_lock lock(mutex_);
+    ready_.wait(lock, [&] { return value_.has_value(); });
+    return *value_;
+  }
+
+  template <typename Rep, typename Period>
+  bool wait_for(std::chrono::duration<Rep, Period> d) {
+    std::unique_lock lock(mutex_);
+    return ready_.wait_for(lock, d, [&] { return value_.has_value(); });
+  }
+
+  void add_continuation(std::function<void(const result<T>&)> f) {
+    {
+      std::lock_guard lock(mutex_);
+      if (!value_) {
+        continuations_.push_back(std::move(f));
+        return;
+      }
+    }
+    f(*value_);  // already fulfilled: value_ no longer changes
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::optional<result<T>> value_;
+  std::vector<std::function<void(const result<T>&)>> continuations_;
+};
+
+// Why a request was dropped unanswered on this thread (set while an actor drains its mailbox or
+// refuses a message), so the asker's error says "actor 'x' stopped" or "mailbox full" rather than
+// something generic. Empty outside such a scope.
+std::optional<error>& drop_reason();
+
+class drop_reason_scope {
+ public:
+  explicit drop_reason_scope(error reason) : previous_(std::exchange(drop_reason(), std::move(reason))) {}
+  ~drop_reason_scope() { drop_reason() = std::move(previous_); }
+  drop_reason_scope(const drop_reason_scope&) = delete;
+  drop_reason_scope& operator=(const drop_reason_scope&) = delete;
+
+ private:
+  std::optional<error> previous_;
+};
+
+// The error a promise gets when destroyed unfulfilled: the drop reason in scope, or a generic one.
+error dropped_error();
+
+}  // namespace detail
+
+template <typename T>
+class future {
+ public:
+  future() = default;
+  explicit future(std::shared_ptr<detail::shared_state<T>> state) : state_(std::move(state)) {}
+
+  bool valid() const noexcept { return state_ != nullptr; }
+  bool ready() const { return state_->ready(); }
+  // Blocks until the value or error is there.
+  result<T> get() const { return state_->wait(); }
+  // True if ready within `d`.
+  template <typename Rep, typename Period>
+  bool wait_for(std::chrono::duration<Rep, Period> d) const {
+    return state_->wait_for(d);
+  }
+  // Runs f(const result<T>&) once, when the future is fulfilled (see the threading note above).
+  // Several continuations may be added; they run in the order added.
+  template <typename F>
+  void then(F&& f) const {
+    state_->add_continuation(std::function<void(const result<T>&)>(std::forward<F>(f)));
+  }
+
+ private:
+  std::shared_ptr<detail::shared_state<T>> state_;
+};
+
+template <typename T>
+class promise {
+ public:
+  promise() : state_(std::make_shared<detail::shared_state<T>>()) {}
+  // A promise over an existing state (the ask machinery keeps the state to fail it on timeout).
+  explicit promise(std::shared_ptr<detail::shared_state<T>> state) : state_(std::move(state)) {}
+  ~promise() {
+    if (state_) state_->fulfil(detail::dropped_error());
+  }
+  promise(promise&&) noexcept = default;
+  promise& operator=(promise&& other) noexcept {
+    if (this != &other) {
+      if (state_) state_->fulfil(detail::dropped_error());
+      state_ = std::move(other.state_);
+    }
+    return *this;
+  }
+  promise(const promise&) = delete;
+  promise& operator=(const promise&) = delete;
+
+  future<T> get_future() const { return future<T>(state_); }
+  // Each returns true if it fulfilled the future (false if it was already fulfilled).
+  template <typename U = T>
+  bool set_value(U&& value) {
+    return state_->fulfil(result<T>(std::forward<U>(value)));
+  }
+  bool set_value() requires std::is_void_v<T> { return state_->fulfil(result<void>()); }
+  bool set_error(error e) { return state_->fulfil(result<T>(std::move(e))); }
+  bool set_result(result<T> r) { return state_->fulfil(std::move(r)); }
+
+ private:
+  std::shared_ptr<detail::shared_state<T>> state_;
+};
+
+// The reply handle inside an asked message. Exactly one reply reaches the asker: the first of
+// send/fail, the ask's deadline, or, if the handle is destroyed unanswered (the actor stopped or
+// dropped the message), an errc::unavailable error saying so. Movable, not copyable.
+template <typename T>
+class reply_to {
+ public:
+  explicit reply_to(promise<T> p) : promise_(std::move(p)) {}
+  template <typename U = T>
+  void send(U&& value) {
+    promise_.set_value(std::forward<U>(value));
+  }
+  void send() requires std::is_void_v<T> { promise_.set_value(); }
+  void fail(error e) { promise_.set_error(std::move(e)); }
+
+ private:
+  promise<T> promise_;
+};
+
+}  // namespace atomr::local

@@ -1,0 +1,34 @@
+// How to spawn an actor: its name, which dispatcher runs it, its mailbox bound and overflow
+// policy, and how it supervises its own children.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+
+#include "atomr/local/actors/supervision.hpp"
+
+namespace atomr::local {
+
+enum class dispatch_kind {
+  pool,       // shared worker threads (most actors)
+  dedicated,  // an OS thread of its own (device actors, actors that must not share)
+};
+
+enum class overflow_policy {
+  fail,   // tell on a full mailbox fails at once with errc::resource_exhausted
+  block,  // tell waits for room up to block_timeout, then fails with errc::timeout
+};
+
+struct spawn_options {
+  std::string name{};  // unique among live actors; empty: "actor-<id>"
+  dispatch_kind dispatch = dispatch_kind::pool;
+  std::size_t mailbox_capacity = 0;  // 0: unbounded
+  overflow_policy overflow = overflow_policy::fail;
+  std::chrono::steady_clock::duration block_timeout = std::chrono::seconds(1);
+  supervisor_strategy supervision{};        // applied to this actor's children
+  std::function<void()> on_thread_start{};  // dedicated dispatch only: runs first on the new thread
+};
+
+}  // namespace atomr::local

@@ -1,0 +1,71 @@
+// Timers: run a callback once after a delay, or periodically, on one timer thread; cancellable.
+// Ask deadlines and actor timers are built on it. Callbacks must be short and must not block (they
+// usually enqueue a message or fail a promise). Fires within about a millisecond of the deadline.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <vector>
+
+namespace atomr::local {
+
+class timer_handle {
+ public:
+  timer_handle() = default;
+  explicit timer_handle(std::shared_ptr<std::atomic<bool>> cancelled) : cancelled_(std::move(cancelled)) {}
+  // The callback will not start after this returns (one already running finishes).
+  void cancel() const {
+    if (cancelled_) cancelled_->store(true, std::memory_order_release);
+  }
+  bool cancelled() const { return cancelled_ && cancelled_->load(std::memory_order_acquire); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> cancelled_;
+};
+
+class timer_service {
+ public:
+  using clock = std::chrono::steady_clock;
+
+  timer_service();
+  ~timer_service();  // stops the thread; pending timers never fire
+  timer_service(const timer_service&) = delete;
+  timer_service& operator=(const timer_service&) = delete;
+
+  timer_handle at(clock::time_point when, std::function<void()> fn);
+  timer_handle after(clock::duration delay, std::function<void()> fn) {
+    return at(clock::now() + delay, std::move(fn));
+  }
+  // First run after `interval`, then every `interval` (fixed rate, no catch-up bursts).
+  timer_handle every(clock::duration interval, std::function<void()> fn);
+
+  std::size_t pending() const;
+
+ private:
+  struct entry {
+    clock::time_point when;
+    std::uint64_t sequence;  // FIFO among equal deadlines
+    clock::duration interval;
+    std::function<void()> fn;
+    std::shared_ptr<std::atomic<bool>> cancelled;
+    bool operator>(const entry& o) const { return when != o.when ? when > o.when : sequence > o.sequence; }
+  };
+  timer_handle push(clock::time_point when, clock::duration interval, std::function<void()> fn);
+  void run();
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::priority_queue<entry, std::vector<entry>, std::greater<>> queue_;
+  std::uint64_t next_sequence_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace atomr::local

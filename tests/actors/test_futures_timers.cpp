@@ -1,0 +1,149 @@
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <latch>
+#include <mutex>
+#include <thread>
+
+#include "atomr/local/actors/future.hpp"
+#include "atomr/local/actors/timer_service.hpp"
+
+namespace atomr::local {
+namespace {
+
+using namespace std::chrono_literals;
+using clock = std::chrono::steady_clock;
+
+TEST(Future, ValueCrossesThreads) {
+  promise<int> p;
+  auto f = p.get_future();
+  std::thread t([&] { p.set_value(42); });
+  EXPECT_EQ(f.get().value(), 42);
+  t.join();
+}
+
+TEST(Future, FirstFulfilmentWins) {
+  promise<int> p;
+  auto f = p.get_future();
+  EXPECT_TRUE(p.set_error(error(errc::timeout, "late")));
+  EXPECT_FALSE(p.set_value(1));
+  EXPECT_EQ(f.get().error_value().code(), errc::timeout);
+}
+
+TEST(Future, ContinuationsRunOnFulfilmentOrAtOnce) {
+  promise<int> p;
+  auto f = p.get_future();
+  std::vector<int> seen;
+  f.then([&](const result<int>& r) { seen.push_back(r.value()); });
+  f.then([&](const result<int>& r) { seen.push_back(r.value() + 1); });
+  EXPECT_TRUE(seen.empty());
+  p.set_value(7);
+  EXPECT_EQ(seen, (std::vector<int>{7, 8}));
+  f.then([&](const result<int>& r) { seen.push_back(r.value() + 2); });  // already ready: runs now
+  EXPECT_EQ(seen, (std::vector<int>{7, 8, 9}));
+}
+
+TEST(Future, DroppedPromiseFailsItsFuture) {
+  future<int> f;
+  {
+    promise<int> p;
+    f = p.get_future();
+  }
+  ASSERT_TRUE(f.ready());
+  EXPECT_EQ(f.get().error_value().code(), errc::unavailable);
+}
+
+TEST(Future, DropReasonNamesWhy) {
+  promise<int> p;
+  future<int> f = p.get_future();
+  {
+    detail::drop_reason_scope reason(error(errc::unavailable, "actor 'x' stopped"));
+    reply_to<int> r(std::move(p));
+  }
+  EXPECT_EQ(f.get().error_value().message(), "actor 'x' stopped");
+}
+
+TEST(Future, WaitForTimesOutWhenNotFulfilled) {
+  promise<int> p;
+  auto f = p.get_future();
+  EXPECT_FALSE(f.wait_for(1ms));
+  p.set_value(1);
+  EXPECT_TRUE(f.wait_for(0ms));
+}
+
+TEST(Timers, FireAtTheirDeadlineInOrder) {
+  timer_service timers;
+  std::vector<int> order;
+  std::mutex m;
+  std::latch done(3);
+  const auto start = clock::now();
+  std::array<clock::time_point, 3> fired{};
+  for (int i : {2, 0, 1}) {
+    timers.after(std::chrono::milliseconds(10 + 10 * i), [&, i] {
+      fired[static_cast<std::size_t>(i)] = clock::now();
+      std::lock_guard lock(m);
+      order.push_back(i);
+      done.count_down();
+    });
+  }
+  done.wait();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+  for (int i = 0; i < 3; ++i) {
+    const auto deadline = start + std::chrono::milliseconds(10 + 10 * i);
+    EXPECT_GE(fired[static_cast<std::size_t>(i)], deadline);
+    EXPECT_LT(fired[static_cast<std::size_t>(i)] - deadline, 100ms);
+  }
+}
+
+TEST(Timers, LatenessIsWithinTenMilliseconds) {
+  timer_service timers;
+  clock::duration best = clock::duration::max();
+  for (int trial = 0; trial < 5; ++trial) {
+    promise<clock::time_point> p;
+    auto f = p.get_future();
+    const auto deadline = clock::now() + 15ms;
+    timers.at(deadline, [&] { p.set_value(clock::now()); });
+    const auto late = f.get().value() - deadline;
+    EXPECT_GE(late, clock::duration::zero());
+    EXPECT_LT(late, 100ms);
+    best = std::min(best, late);
+  }
+  EXPECT_LT(best, 10ms);
+}
+
+TEST(Timers, CancelledTimerNeverFires) {
+  timer_service timers;
+  std::atomic<int> cancelled_runs{0};
+  auto h = timers.after(5ms, [&] { ++cancelled_runs; });
+  h.cancel();
+  EXPECT_TRUE(h.cancelled());
+  // A later timer fires only after the cancelled one's deadline has passed.
+  promise<void> later;
+  auto f = later.get_future();
+  timers.after(30ms, [&] { later.set_value(); });
+  ASSERT_TRUE(f.get());
+  EXPECT_EQ(cancelled_runs.load(), 0);
+}
+
+TEST(Timers, PeriodicUntilCancelled) {
+  timer_service timers;
+  std::atomic<int> runs{0};
+  promise<void> fifth;
+  auto f = fifth.get_future();
+  timer_handle h;
+  h = timers.every(2ms, [&] {
+    if (++runs == 5) fifth.set_value();
+  });
+  ASSERT_TRUE(f.get());
+  h.cancel();
+  const int at_cancel = runs.load();
+  promise<void> after;
+  auto fa = after.get_future();
+  timers.after(20ms, [&] { after.set_value(); });
+  ASSERT_TRUE(fa.get());
+  EXPECT_LE(runs.load(), at_cancel + 1);  // one run may have been under way when we cancelled
+}
+
+}  // namespace
+}  // namespace atomr::local

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_actors.hpp"
 #include "bench/bench_wire.hpp"
 #include "commands.hpp"
 #include "text_table.hpp"
@@ -45,11 +46,55 @@ int bench_wire(bool json) {
   return 0;
 }
 
+int bench_actors(bool json, long long messages, int producers, int round_trips) {
+  const auto r = bench::run_actor_benchmarks(messages, producers, round_trips);
+  if (json) {
+    nlohmann::json tp = nlohmann::json::array();
+    for (const auto& c : r.throughput) {
+      tp.push_back({{"case", c.name},
+                    {"producers", c.producers},
+                    {"messages", c.messages},
+                    {"atomr_msgs_per_s", c.atomr_msgs_per_s},
+                    {"raw_msgs_per_s", c.raw_msgs_per_s},
+                    {"ratio", c.atomr_msgs_per_s / c.raw_msgs_per_s}});
+    }
+    nlohmann::json lat = nlohmann::json::array();
+    for (const auto& c : r.latency) {
+      lat.push_back({{"case", c.name},
+                     {"samples", c.samples},
+                     {"atomr_p50_us", c.atomr_p50_us},
+                     {"atomr_p99_us", c.atomr_p99_us},
+                     {"raw_p50_us", c.raw_p50_us},
+                     {"raw_p99_us", c.raw_p99_us}});
+    }
+    std::cout << nlohmann::json{{"benchmark", "actors"}, {"throughput", tp}, {"latency", lat}}.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << "atomr bench actors: raw = the same moodycamel queue pushed and popped by plain threads\n\n";
+  text_table t({"throughput", "messages", "atomr M msg/s", "raw M msg/s", "atomr/raw"});
+  for (const auto& c : r.throughput) {
+    t.add_row({c.name, std::to_string(c.messages), fixed(c.atomr_msgs_per_s / 1e6, 2), fixed(c.raw_msgs_per_s / 1e6, 2),
+               fixed(c.atomr_msgs_per_s / c.raw_msgs_per_s, 2)});
+  }
+  t.print(std::cout);
+  std::cout << '\n';
+  text_table l({"latency", "samples", "atomr p50 us", "atomr p99 us", "raw p50 us", "raw p99 us", "p50 atomr/raw"});
+  for (const auto& c : r.latency) {
+    l.add_row({c.name, std::to_string(c.samples), fixed(c.atomr_p50_us, 2), fixed(c.atomr_p99_us, 2),
+               fixed(c.raw_p50_us, 2), fixed(c.raw_p99_us, 2), fixed(c.atomr_p50_us / c.raw_p50_us, 2)});
+  }
+  l.print(std::cout);
+  return 0;
+}
+
 }  // namespace
 
 int run_bench(const std::string& program, const std::vector<std::string>& args) {
   po::options_description opts("atomr " + program + " options");
-  opts.add_options()("help,h", "print this help")("json", "print the results as JSON");
+  opts.add_options()("help,h", "print this help")("json", "print the results as JSON")(
+      "messages", po::value<long long>()->default_value(5'000'000), "actors: messages per throughput case")(
+      "producers", po::value<int>()->default_value(2), "actors: producer threads for the many-producer case")(
+      "round-trips", po::value<int>()->default_value(100'000), "actors: ask round trips to time");
   po::options_description hidden;
   hidden.add_options()("name", po::value<std::string>(), "");
   po::options_description all;
@@ -63,15 +108,27 @@ int run_bench(const std::string& program, const std::vector<std::string>& args) 
     return report_error(std::string(e.what()) + " (try 'atomr bench --help')", 2);
   }
   if (vm.count("help")) {
-    std::cout << "usage: atomr bench <name> [--json]\n"
-                 "benchmarks:\n"
-                 "  wire    encode+decode of a gpu_token and of 64 B / 4 KiB envelopes vs memcpy\n\n"
-              << opts;
+    std::cout
+        << "usage: atomr bench <name> [--json]\n"
+           "benchmarks:\n"
+           "  wire    encode+decode of a gpu_token and of 64 B / 4 KiB envelopes vs memcpy\n"
+           "  actors  tell throughput (1 and N producers), ask round trip and wake-up latency vs the raw queue\n\n"
+        << opts;
     return 0;
   }
   if (!vm.count("name")) return report_error("which benchmark? (try 'atomr bench --help')", 2);
   const auto name = vm["name"].as<std::string>();
-  if (name == "wire") return bench_wire(vm.count("json") > 0);
+  const bool json = vm.count("json") > 0;
+  if (name == "wire") return bench_wire(json);
+  if (name == "actors") {
+    const auto messages = vm["messages"].as<long long>();
+    const auto producers = vm["producers"].as<int>();
+    const auto round_trips = vm["round-trips"].as<int>();
+    if (messages < 1 || producers < 1 || round_trips < 1) {
+      return report_error("--messages, --producers and --round-trips must be positive", 2);
+    }
+    return bench_actors(json, messages, producers, round_trips);
+  }
   return report_error("unknown benchmark '" + name + "' (try 'atomr bench --help')", 2);
 }
 

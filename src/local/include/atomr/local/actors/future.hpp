@@ -25,10 +25,13 @@ namespace atomr::local {
 namespace detail {
 
 template <typename T>
-class shared_state {
+class shared_state : public std::enable_shared_from_this<shared_state<T>> {
  public:
   // True if this call fulfilled the state.
   bool fulfil(result<T> value) {
+    // A waiter may drop the last other reference as soon as it sees the value; keep the state
+    // alive until the notification and the continuations are done.
+    const auto keep_alive = this->shared_from_this();
     std::vector<std::function<void(const result<T>&)>> continuations;
     {
       std::lock_guard lock(mutex_);

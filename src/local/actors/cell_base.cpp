@@ -30,8 +30,12 @@ void cell_base::post_system(detail::system_message m) {
 }
 
 void cell_base::schedule() {
-  // One schedule per idle->busy transition; run() clears the flag and re-checks for work.
-  if (!scheduled_.exchange(true, std::memory_order_seq_cst)) dispatcher_.schedule(shared_from_this());
+  // One schedule per idle->busy transition; run() clears the flag and re-checks for work. The
+  // fence pairs with the one in run(): either run() sees the message just enqueued, or we see the
+  // flag cleared. Reading before the exchange keeps busy actors' senders off a contended RMW.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (scheduled_.load(std::memory_order_relaxed)) return;
+  if (!scheduled_.exchange(true, std::memory_order_acq_rel)) dispatcher_.schedule(shared_from_this());
 }
 
 namespace {
@@ -60,7 +64,8 @@ void cell_base::run(std::size_t batch) {
   detail::system_message m;
   while (system_queue_.try_dequeue(m)) handle(m);
   if (state() == lifecycle::running) process_user(batch);
-  scheduled_.store(false, std::memory_order_seq_cst);
+  scheduled_.store(false, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   const lifecycle s = state();
   if (s != lifecycle::stopped && (system_queue_.size_approx() != 0 || (s == lifecycle::running && has_user_work()))) {
     schedule();

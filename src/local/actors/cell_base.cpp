@@ -64,7 +64,7 @@ void cell_base::run(std::size_t batch) {
   detail::system_message m;
   while (system_queue_.try_dequeue(m)) handle(m);
   if (state() == lifecycle::running) process_user(batch);
-  scheduled_.store(false, std::memory_order_relaxed);
+  scheduled_.store(false, std::memory_order_release);  // publishes this batch to the next runner
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const lifecycle s = state();
   if (s != lifecycle::stopped && (system_queue_.size_approx() != 0 || (s == lifecycle::running && has_user_work()))) {

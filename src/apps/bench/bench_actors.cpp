@@ -233,7 +233,9 @@ std::vector<double> atomr_wake_samples(int count) {
     std::this_thread::sleep_for(k_park_pause);
     (void)r.tell(stamp{clock::now()});
   }
-  return r.ask<std::vector<double>>([](auto d) { return collect{std::move(d)}; }, 60s).get().value_or(std::vector<double>{});
+  return r.ask<std::vector<double>>([](auto d) { return collect{std::move(d)}; }, 60s)
+      .get()
+      .value_or(std::vector<double>{});
 }
 
 std::vector<double> raw_wake_samples(int count) {

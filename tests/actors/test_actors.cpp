@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <filesystem>
@@ -372,6 +373,27 @@ TEST(Actors, DedicatedActorAlwaysRunsOnItsOwnThread) {
     EXPECT_EQ(*id, first);
     EXPECT_NE(*id, std::this_thread::get_id());
   }
+}
+
+// Idle dispatcher threads spin for microseconds, then sleep: an idle system uses next to no CPU.
+TEST(Actors, IdleThreadsDoNotBurnACore) {
+  const auto cpu_seconds = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+  };
+  actor_system sys(system_config{.pool_threads = 2});
+  auto pooled = sys.spawn<counter>({}).value();
+  auto dedicated = sys.spawn<counter>({.dispatch = dispatch_kind::dedicated}).value();
+  ASSERT_EQ(total_of(pooled).get().value(), 0);
+  ASSERT_EQ(total_of(dedicated).get().value(), 0);
+  const double before = cpu_seconds();
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(300ms);  // the quantity measured, not synchronization
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double used = cpu_seconds() - before;
+  EXPECT_LT(used, 0.05 * wall) << used << " s of CPU in " << wall << " s idle";
 }
 
 TEST(Actors, SpawnAfterShutdownIsRefused) {

@@ -43,7 +43,9 @@ function(atomr_add_test name)
   endif()
   set(env GTEST_COLOR=no)
   if(ATOMR_SANITIZE MATCHES "address")
-    list(APPEND env "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/support/lsan.supp")
+    # Full unwinding at malloc, so suppressions can match frames below code without frame pointers.
+    list(APPEND env "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/support/lsan.supp"
+         "ASAN_OPTIONS=fast_unwind_on_malloc=0")
   endif()
   if(ATOMR_SANITIZE MATCHES "thread")
     list(APPEND env "TSAN_OPTIONS=halt_on_error=1 second_deadlock_stack=1 suppressions=${PROJECT_SOURCE_DIR}/tests/support/tsan.supp")

@@ -70,8 +70,9 @@ class actor_context {
     return h;
   }
 
-  // Stops this actor after the current message.
+  // Stops this actor after the current message; with a reason, watchers get it as the failure.
   void stop() const { cell_.request_stop(); }
+  void stop(error reason) const { cell_.request_stop(std::move(reason)); }
 
  private:
   cell<Msg>& cell_;

@@ -69,6 +69,7 @@ class cell_base : public std::enable_shared_from_this<cell_base> {
 
   void post_system(detail::system_message m);
   void request_stop() { post_system(detail::stop_request{}); }
+  void request_stop(error reason) { post_system(detail::stop_request{std::move(reason)}); }
   void schedule();
   void run(std::size_t batch);
   future<terminated> on_terminated();

@@ -1,0 +1,215 @@
+#include <atomic>
+#include <deque>
+#include <unordered_set>
+
+#include "atomr/common/context.hpp"
+#include "atomr/common/log.hpp"
+#include "atomr/local/device/device.hpp"
+
+namespace atomr::local {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::device_msg;
+
+std::atomic<std::uint64_t> g_next_buffer_id{1};
+
+// Work enqueued on the device whose reply waits for the device to finish it.
+struct pending_op {
+  std::uint64_t marker;
+  reply_to<void> reply;
+  std::vector<std::shared_ptr<buffer_block>> uses;
+};
+
+class device_actor final : public actor<device_msg> {
+ public:
+  device_actor(std::shared_ptr<device_state> state, device_options options)
+      : state_(std::move(state)), options_(options), scope_(state_->device()) {}
+
+  // A device that cannot start, or that fails past its rebuild budget, stops (restarting would
+  // not help) and says why to its watchers; requests already queued fail with "device-N stopped".
+  void on_start() override {
+    auto backend = make_backend(state_->kind(), state_->device());
+    if (backend) {
+      backend_ = std::move(backend).value();
+      if (auto r = backend_->init(); !r) return give_up(r.error_value().with_context("starting the device"));
+      return;
+    }
+    give_up(backend.error_value());
+  }
+
+  void on_stop() override {
+    state_->set_accepting(false);
+    if (!backend_) return;  // gave up: the context is gone already
+    backend_->drain();
+    poll();  // everything has finished: answer the pending replies with their real outcome
+    for (void* p : live_) backend_->release(p);
+    live_.clear();
+    backend_->drain();
+  }
+
+  void receive(device_msg& m) override {
+    if (!backend_) return;  // stopping after a failed start: queued replies fail with "stopped"
+    std::visit([this](auto& op) { handle(op); }, m);
+    poll();
+  }
+
+ private:
+  void handle(detail::alloc_op& op) {
+    auto p = backend_->allocate(op.bytes);
+    if (!p) return fail_op(op.reply, p.error_value());
+    live_.insert(*p);
+    auto block = std::make_shared<buffer_block>();
+    block->id = g_next_buffer_id.fetch_add(1);
+    block->bytes = op.bytes;
+    block->type = op.type;
+    block->ptr = *p;
+    block->generation = state_->generation();
+    block->state = state_;
+    block->release = [self = context().self(), generation = block->generation](void* ptr) {
+      (void)self.tell(detail::free_op{ptr, generation});
+    };
+    // The allocation is stream-ordered: later work on the stream may use it at once.
+    op.reply.send(std::move(block));
+  }
+
+  void handle(detail::copy_op& op) {
+    if (auto v = validate(op.uses); !v) return op.reply.fail(v.error_value());
+    if (auto r = backend_->copy(op.dst, op.src, op.bytes, op.direction); !r) return fail_op(op.reply, r.error_value());
+    enqueue_completion(std::move(op.reply), std::move(op.uses));
+  }
+
+  void handle(detail::fill_op& op) {
+    if (auto v = validate({op.dst}); !v) return op.reply.fail(v.error_value());
+    if (auto r = backend_->fill_bytes(op.dst->ptr, op.value, op.dst->bytes); !r)
+      return fail_op(op.reply, r.error_value());
+    enqueue_completion(std::move(op.reply), {std::move(op.dst)});
+  }
+
+  void handle(detail::run_op& op) {
+    if (auto v = validate(op.uses); !v) return op.reply.fail(v.error_value());
+    result<void> r = ok();
+    try {
+      r = op.work(backend_->context());
+    } catch (const std::exception& e) {
+      r = error(errc::internal, std::string("device work threw: ") + e.what());
+    }
+    if (!r) return fail_op(op.reply, r.error_value());
+    enqueue_completion(std::move(op.reply), std::move(op.uses));
+  }
+
+  void handle(detail::free_op& op) {
+    // Memory from an older generation went away with that context.
+    if (op.generation != state_->generation() || live_.erase(op.ptr) == 0) return;
+    backend_->release(op.ptr);
+  }
+
+  void handle(detail::poll_op&) { poll_scheduled_ = false; }
+
+  result<void> validate(const std::vector<std::shared_ptr<buffer_block>>& uses) const {
+    for (const auto& b : uses) {
+      if (!b) return error(errc::invalid_argument, "empty gpu_ref");
+      ATOMR_TRY(validate_block(*b));
+      const auto owner = b->state.lock();
+      if (owner != state_) {
+        return error(errc::invalid_argument, "buffer " + std::to_string(b->id) + " lives on device " +
+                                                 std::to_string(owner ? owner->device() : -1) + ", not device " +
+                                                 std::to_string(state_->device()));
+      }
+    }
+    return ok();
+  }
+
+  void enqueue_completion(reply_to<void> reply, std::vector<std::shared_ptr<buffer_block>> uses) {
+    auto marker = backend_->mark([self = context().self()] { (void)self.tell(detail::poll_op{}); });
+    if (!marker) return fail_op(reply, marker.error_value());
+    pending_.push_back({*marker, std::move(reply), std::move(uses)});
+  }
+
+  // An operation failed when it was enqueued; a sticky error also poisons everything behind it.
+  template <typename T>
+  void fail_op(reply_to<T>& reply, const error& e) {
+    reply.fail(e);
+    if (backend_->is_sticky(e)) rebuild(e);
+  }
+
+  // Answers every operation the device has finished, in order; on a failure, rebuilds.
+  void poll() {
+    while (!pending_.empty()) {
+      auto done = backend_->finished(pending_.front().marker);
+      if (!done) {
+        pending_.front().reply.fail(done.error_value());
+        pending_.pop_front();
+        if (backend_->is_sticky(done.error_value())) rebuild(done.error_value());
+        continue;
+      }
+      if (!*done) break;
+      pending_.front().reply.send();
+      pending_.pop_front();
+    }
+    // After a device fault the wake-up host function may never run; poll until the queue drains.
+    if (!pending_.empty() && !poll_scheduled_) {
+      poll_scheduled_ = true;
+      context().tell_after(1ms, detail::poll_op{});
+    }
+  }
+
+  void rebuild(const error& cause) {
+    const auto now = std::chrono::steady_clock::now();
+    while (!rebuilds_.empty() && now - rebuilds_.front() > 60s) rebuilds_.pop_front();
+    const error poisoned = cause.with_context("device " + std::to_string(state_->device()) + " context poisoned");
+    for (auto& op : pending_) op.reply.fail(poisoned);
+    pending_.clear();
+    live_.clear();  // the context and all its memory go
+    if (static_cast<int>(rebuilds_.size()) >= options_.max_rebuilds) {
+      return give_up(error(errc::aborted, "device " + std::to_string(state_->device()) + " exceeded " +
+                                              std::to_string(options_.max_rebuilds) +
+                                              " context rebuilds within 60 s; last: " + cause.describe()));
+    }
+    rebuilds_.push_back(now);
+    log::get("devices")->warn("device {}: rebuilding the context after: {}", state_->device(), cause.describe());
+    if (auto r = backend_->rebuild(); !r) return give_up(r.error_value().with_context("rebuilding the context"));
+    state_->bump_generation();
+  }
+
+  void give_up(error reason) {
+    state_->set_accepting(false);
+    backend_.reset();
+    context().stop(std::move(reason));
+  }
+
+  std::shared_ptr<device_state> state_;
+  device_options options_;
+  context::scoped_device scope_;  // error messages from this actor name the device
+  std::unique_ptr<device_backend> backend_;
+  std::unordered_set<void*> live_;
+  std::deque<pending_op> pending_;
+  std::deque<std::chrono::steady_clock::time_point> rebuilds_;
+  bool poll_scheduled_ = false;
+};
+
+}  // namespace
+
+result<device> device::start(actor_system& system, int index, device_kind kind, device_options options) {
+  auto state = std::make_shared<device_state>(index, kind);
+  spawn_options spawn{.name = "device-" + std::to_string(index),
+                      .dispatch = dispatch_kind::dedicated,
+                      // A failure past the rebuild budget, or a failed start, ends the device.
+                      .supervision = {}};
+  ATOMR_ASSIGN_OR_RETURN(auto ref, system.spawn<device_actor>(spawn, state, options));
+  return device(std::move(ref), std::move(state), options);
+}
+
+future<void> device::run(std::function<result<void>(const stream_context&)> work,
+                         std::vector<std::shared_ptr<buffer_block>> uses) const {
+  return send<void>([&](auto r) { return detail::run_op{std::move(work), std::move(uses), std::move(r)}; });
+}
+
+future<void> device::failed(error e) {
+  promise<void> p;
+  auto f = p.get_future();
+  p.set_error(std::move(e));
+  return f;
+}
+
+}  // namespace atomr::local

@@ -1,0 +1,173 @@
+// device: the handle to one device actor (CUDA or host kind). The actor runs on a dedicated thread
+// that keeps the device current; every operation is a message, enqueued on the device's stream in
+// order, and its future resolves only when the device has finished the work. The actor never
+// blocks on the device: completion is observed through events, woken by a host function with a
+// polling fallback.
+//
+// A sticky CUDA error (illegal address, launch failure, ...) poisons the context: the failing
+// operation and everything queued with it fail with that error, the actor rebuilds the context,
+// bumps the generation (so every existing gpu_ref becomes stale_ref) and tells the watchers of
+// device_state; new work then succeeds. At most `max_rebuilds` rebuilds within a minute, then
+// the device stops.
+//
+// Host memory passed to upload/download must stay valid until the returned future resolves.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "atomr/local/actors.hpp"
+#include "atomr/local/device/device_backend.hpp"
+#include "atomr/local/device/gpu_ref.hpp"
+
+namespace atomr::local {
+
+namespace detail {
+struct alloc_op {
+  std::size_t bytes;
+  dtype type;
+  reply_to<std::shared_ptr<buffer_block>> reply;
+};
+struct copy_op {
+  void* dst;
+  const void* src;
+  std::size_t bytes;
+  copy_direction direction;
+  std::vector<std::shared_ptr<buffer_block>> uses;  // validated and kept alive until done
+  reply_to<void> reply;
+};
+struct fill_op {
+  std::shared_ptr<buffer_block> dst;
+  std::uint8_t value;
+  reply_to<void> reply;
+};
+struct run_op {
+  std::function<result<void>(const stream_context&)> work;
+  std::vector<std::shared_ptr<buffer_block>> uses;
+  reply_to<void> reply;
+};
+struct free_op {
+  void* ptr;
+  std::uint64_t generation;
+};
+struct poll_op {};
+using device_msg = std::variant<alloc_op, copy_op, fill_op, run_op, free_op, poll_op>;
+}  // namespace detail
+
+struct device_options {
+  std::chrono::steady_clock::duration op_timeout = std::chrono::seconds(60);  // for the futures
+  int max_rebuilds = 3;                                                       // per minute
+};
+
+class device {
+ public:
+  // Spawns the device actor `device-<index>` on its own thread.
+  static result<device> start(actor_system& system, int index, device_kind kind, device_options options = {});
+
+  int index() const noexcept { return state_->device(); }
+  device_kind kind() const noexcept { return state_->kind(); }
+  const std::shared_ptr<device_state>& state() const noexcept { return state_; }
+
+  template <device_element T>
+  future<gpu_ref<T>> allocate(std::size_t count) const;
+  template <device_element T>
+  future<void> upload(const gpu_ref<T>& dst, std::span<const T> src) const;
+  template <device_element T>
+  future<void> download(const gpu_ref<T>& src, std::span<T> dst) const;
+  template <device_element T>
+  future<void> fill_bytes(const gpu_ref<T>& dst, std::uint8_t value) const;
+  template <device_element T>
+  future<void> copy(const gpu_ref<T>& dst, const gpu_ref<T>& src) const;
+  // Runs `work` on the device's thread with its stream, after validating `uses` (keeps them alive
+  // until the work enqueued on the stream has finished). How users launch their own kernels.
+  future<void> run(std::function<result<void>(const stream_context&)> work,
+                   std::vector<std::shared_ptr<buffer_block>> uses = {}) const;
+
+  // Stops the actor: waits for enqueued work, frees every buffer, makes all refs stale.
+  void stop() const { actor_.stop(); }
+  future<terminated> on_terminated() const { return actor_.on_terminated(); }
+
+ private:
+  device(actor_ref<detail::device_msg> a, std::shared_ptr<device_state> s, device_options o)
+      : actor_(std::move(a)), state_(std::move(s)), options_(o) {}
+  template <typename R, typename Make>
+  future<R> send(Make&& make) const {
+    return actor_.ask<R>(std::forward<Make>(make), options_.op_timeout);
+  }
+  static future<void> failed(error e);
+
+  actor_ref<detail::device_msg> actor_;
+  std::shared_ptr<device_state> state_;
+  device_options options_;
+};
+
+template <device_element T>
+future<gpu_ref<T>> device::allocate(std::size_t count) const {
+  auto block = send<std::shared_ptr<buffer_block>>([&](auto r) {
+    return detail::alloc_op{count * sizeof(T), dtype_of<T>::value, std::move(r)};
+  });
+  promise<gpu_ref<T>> typed;
+  auto out = typed.get_future();
+  block.then(
+      [p = std::make_shared<promise<gpu_ref<T>>>(std::move(typed))](const result<std::shared_ptr<buffer_block>>& b) {
+        if (b)
+          p->set_value(gpu_ref<T>(*b));
+        else
+          p->set_error(b.error_value());
+      });
+  return out;
+}
+
+template <device_element T>
+future<void> device::upload(const gpu_ref<T>& dst, std::span<const T> src) const {
+  if (src.size() > dst.size()) {
+    return failed(error(errc::invalid_argument, "upload of " + std::to_string(src.size()) + " elements into buffer " +
+                                                    std::to_string(dst.buffer_id()) + " of " +
+                                                    std::to_string(dst.size())));
+  }
+  return send<void>([&](auto r) {
+    return detail::copy_op{dst.block() ? dst.block()->ptr : nullptr, src.data(),    src.size_bytes(),
+                           copy_direction::host_to_device,           {dst.block()}, std::move(r)};
+  });
+}
+
+template <device_element T>
+future<void> device::download(const gpu_ref<T>& src, std::span<T> dst) const {
+  if (dst.size() > src.size()) {
+    return failed(error(errc::invalid_argument, "download of " + std::to_string(dst.size()) + " elements from buffer " +
+                                                    std::to_string(src.buffer_id()) + " of " +
+                                                    std::to_string(src.size())));
+  }
+  return send<void>([&](auto r) {
+    return detail::copy_op{dst.data(),       src.block() ? src.block()->ptr : nullptr,
+                           dst.size_bytes(), copy_direction::device_to_host,
+                           {src.block()},    std::move(r)};
+  });
+}
+
+template <device_element T>
+future<void> device::fill_bytes(const gpu_ref<T>& dst, std::uint8_t value) const {
+  return send<void>([&](auto r) { return detail::fill_op{dst.block(), value, std::move(r)}; });
+}
+
+template <device_element T>
+future<void> device::copy(const gpu_ref<T>& dst, const gpu_ref<T>& src) const {
+  if (src.size() > dst.size()) {
+    return failed(error(errc::invalid_argument, "copy of " + std::to_string(src.size()) + " elements into buffer " +
+                                                    std::to_string(dst.buffer_id()) + " of " +
+                                                    std::to_string(dst.size())));
+  }
+  return send<void>([&](auto r) {
+    return detail::copy_op{dst.block() ? dst.block()->ptr : nullptr,
+                           src.block() ? src.block()->ptr : nullptr,
+                           src.bytes(),
+                           copy_direction::device_to_device,
+                           {dst.block(), src.block()},
+                           std::move(r)};
+  });
+}
+
+}  // namespace atomr::local

@@ -1,0 +1,59 @@
+// The device actor's backend: the operations it enqueues on one device, in order. One
+// implementation drives a CUDA device (a non-blocking stream, the stream-ordered memory pool,
+// events); the host implementation does the same on host memory, completing at once. Called only
+// from the device actor's thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "atomr/common/result.hpp"
+#include "atomr/local/devices.hpp"
+
+namespace atomr::local {
+
+enum class copy_direction { host_to_device, device_to_host, device_to_device };
+
+// What a user callable gets in device::run(): the device and the stream to enqueue work on
+// (a cudaStream_t, or nullptr on the host kind, where work is done by the time the callable returns).
+struct stream_context {
+  int device = -1;
+  device_kind kind = device_kind::host;
+  void* stream = nullptr;
+};
+
+class device_backend {
+ public:
+  virtual ~device_backend() = default;
+
+  // Binds the device to the calling thread and creates the stream. Called again after rebuild().
+  virtual result<void> init() = 0;
+  virtual stream_context context() const = 0;
+
+  virtual result<void*> allocate(std::size_t bytes) = 0;
+  virtual void release(void* p) = 0;
+  virtual result<void> copy(void* dst, const void* src, std::size_t bytes, copy_direction direction) = 0;
+  virtual result<void> fill_bytes(void* dst, std::uint8_t value, std::size_t bytes) = 0;
+
+  // A marker after all work enqueued so far; `wake` is called (from any thread) once the work
+  // before it has finished, or may not be called at all if the device failed, so callers also
+  // poll. Returns the marker id.
+  virtual result<std::uint64_t> mark(std::function<void()> wake) = 0;
+  // True once the work before `marker` finished; the failure if it failed. The marker is spent
+  // once this returns true or an error.
+  virtual result<bool> finished(std::uint64_t marker) = 0;
+
+  // True for errors that poison the device context (illegal address, launch failure, ...).
+  virtual bool is_sticky(const error& e) const = 0;
+  // Throws the context away and makes a fresh one (on the calling thread); all memory is gone.
+  virtual result<void> rebuild() = 0;
+  // Waits for all enqueued work (used when the device stops).
+  virtual void drain() = 0;
+};
+
+// A backend for device `index` of `kind`; unavailable if CUDA is asked for in a build without it.
+result<std::unique_ptr<device_backend>> make_backend(device_kind kind, int index);
+
+}  // namespace atomr::local

@@ -52,7 +52,7 @@ function(atomr_add_test name)
   endif()
   set_tests_properties(${registered} PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${env}")
   if("gpu" IN_LIST T_LABELS)
-    set_tests_properties(${registered} PROPERTIES SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\] .*no GPU")
+    set_tests_properties(${registered} PROPERTIES SKIP_REGULAR_EXPRESSION "no GPU: need [0-9]+ visible CUDA device")
   endif()
 endfunction()
 

@@ -154,6 +154,10 @@ class device_actor final : public actor<device_msg> {
     }
   }
 
+  // A sticky error poisoned the context: every request in flight fails, every existing gpu_ref
+  // becomes stale (new generation, watchers told), and the context is rebuilt. CUDA documents
+  // that some sticky errors (illegal address, for one) leave the whole process unable to make a
+  // new context; then the device stops and says so, and only restarting the rank recovers.
   void rebuild(const error& cause) {
     const auto now = std::chrono::steady_clock::now();
     while (!rebuilds_.empty() && now - rebuilds_.front() > 60s) rebuilds_.pop_front();
@@ -161,6 +165,7 @@ class device_actor final : public actor<device_msg> {
     for (auto& op : pending_) op.reply.fail(poisoned);
     pending_.clear();
     live_.clear();  // the context and all its memory go
+    state_->bump_generation();
     if (static_cast<int>(rebuilds_.size()) >= options_.max_rebuilds) {
       return give_up(error(errc::aborted, "device " + std::to_string(state_->device()) + " exceeded " +
                                               std::to_string(options_.max_rebuilds) +
@@ -168,8 +173,12 @@ class device_actor final : public actor<device_msg> {
     }
     rebuilds_.push_back(now);
     log::get("devices")->warn("device {}: rebuilding the context after: {}", state_->device(), cause.describe());
-    if (auto r = backend_->rebuild(); !r) return give_up(r.error_value().with_context("rebuilding the context"));
-    state_->bump_generation();
+    if (auto r = backend_->rebuild(); !r) {
+      return give_up(error(r.error_value().code(), "device " + std::to_string(state_->device()) +
+                                                       ": CUDA cannot recover this process from " + cause.describe() +
+                                                       "; a new context was refused (" + r.error_value().message() +
+                                                       "). Restart this rank to use the device again."));
+    }
   }
 
   void give_up(error reason) {

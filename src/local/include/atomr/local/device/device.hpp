@@ -11,6 +11,8 @@
 // the device stops.
 //
 // Host memory passed to upload/download must stay valid until the returned future resolves.
+// Handles are validated here, before anything is sent (a stale handle fails at once with
+// stale_ref), and again by the actor when it runs the operation.
 #pragma once
 
 #include <chrono>
@@ -123,6 +125,7 @@ future<gpu_ref<T>> device::allocate(std::size_t count) const {
 
 template <device_element T>
 future<void> device::upload(const gpu_ref<T>& dst, std::span<const T> src) const {
+  if (auto v = dst.validate(); !v) return failed(v.error_value());
   if (src.size() > dst.size()) {
     return failed(error(errc::invalid_argument, "upload of " + std::to_string(src.size()) + " elements into buffer " +
                                                     std::to_string(dst.buffer_id()) + " of " +
@@ -136,6 +139,7 @@ future<void> device::upload(const gpu_ref<T>& dst, std::span<const T> src) const
 
 template <device_element T>
 future<void> device::download(const gpu_ref<T>& src, std::span<T> dst) const {
+  if (auto v = src.validate(); !v) return failed(v.error_value());
   if (dst.size() > src.size()) {
     return failed(error(errc::invalid_argument, "download of " + std::to_string(dst.size()) + " elements from buffer " +
                                                     std::to_string(src.buffer_id()) + " of " +
@@ -150,11 +154,14 @@ future<void> device::download(const gpu_ref<T>& src, std::span<T> dst) const {
 
 template <device_element T>
 future<void> device::fill_bytes(const gpu_ref<T>& dst, std::uint8_t value) const {
+  if (auto v = dst.validate(); !v) return failed(v.error_value());
   return send<void>([&](auto r) { return detail::fill_op{dst.block(), value, std::move(r)}; });
 }
 
 template <device_element T>
 future<void> device::copy(const gpu_ref<T>& dst, const gpu_ref<T>& src) const {
+  if (auto v = dst.validate(); !v) return failed(v.error_value());
+  if (auto v = src.validate(); !v) return failed(v.error_value());
   if (src.size() > dst.size()) {
     return failed(error(errc::invalid_argument, "copy of " + std::to_string(src.size()) + " elements into buffer " +
                                                     std::to_string(dst.buffer_id()) + " of " +

@@ -126,6 +126,20 @@ TEST_F(HostDevice, SizeAndOwnershipMistakesAreInvalidArgument) {
   EXPECT_EQ(empty.error_value().message(), "empty gpu_ref");
 }
 
+TEST_F(HostDevice, PeerCopyBetweenTwoDevices) {
+  device other = device::start(sys_, 1, device_kind::host).value();
+  auto src = other.allocate<std::int64_t>(300).get().value();
+  auto dst = dev_.allocate<std::int64_t>(300).get().value();
+  const auto in = seeded<std::int64_t>(300, 3);
+  ASSERT_TRUE(other.upload<std::int64_t>(src, in).get());
+  ASSERT_TRUE(dev_.copy_from_peer(dst, src).get());
+  std::vector<std::int64_t> out(300);
+  ASSERT_TRUE(dev_.download<std::int64_t>(dst, out).get());
+  EXPECT_EQ(out, in);
+  auto too_big = other.allocate<std::int64_t>(301).get().value();
+  EXPECT_EQ(dev_.copy_from_peer(dst, too_big).get().error_value().code(), errc::invalid_argument);
+}
+
 TEST_F(HostDevice, NewGenerationMakesOldRefsStaleAndTellsWatchers) {
   auto buf = dev_.allocate<double>(8).get().value();
   std::vector<std::uint64_t> seen;

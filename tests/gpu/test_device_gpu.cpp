@@ -9,6 +9,7 @@
 #include "atomr/local/cuda_check.hpp"
 #include "atomr/local/device/device.hpp"
 #include "gpu_test.hpp"
+#include "slow_fill_kernel.hpp"
 
 namespace atomr::local {
 namespace {
@@ -78,6 +79,55 @@ TEST(GpuDevice, EveryVisibleGpuFromOneRank) {
     ASSERT_TRUE(devs[static_cast<std::size_t>(d)].download<std::int32_t>(bufs[static_cast<std::size_t>(d)], out).get());
     EXPECT_EQ(out, ins[static_cast<std::size_t>(d)]) << "device " << d;
     EXPECT_EQ(bufs[static_cast<std::size_t>(d)].device(), d);
+  }
+}
+
+// The peer copy is requested right after a slow kernel was queued on the source GPU, without
+// waiting for it on the host: the copy must wait for it on the device (last-write event).
+TEST(GpuDevice, PeerCopyWaitsForTheLastWriteOnTheDevice) {
+  ATOMR_REQUIRE_GPUS(2);
+  actor_system sys;
+  auto gpu0 = device::start(sys, 0, device_kind::cuda).value();
+  auto gpu1 = device::start(sys, 1, device_kind::cuda).value();
+  constexpr std::size_t n = 1 << 24;  // 64 MiB
+  auto src = gpu0.allocate<std::int32_t>(n).get().value();
+  auto dst = gpu1.allocate<std::int32_t>(n).get().value();
+  ASSERT_TRUE(gpu1.fill_bytes(dst, 0).get());
+  for (std::int32_t round = 1; round <= 3; ++round) {
+    auto writing = gpu0.run(
+        [src, round](const stream_context& ctx) -> result<void> {
+          ATOMR_ASSIGN_OR_RETURN(std::int32_t * p, src.data());
+          return ATOMR_CUDA_CHECK(
+              test::launch_slow_fill(p, src.size(), 1000 + round, 50'000'000, static_cast<cudaStream_t>(ctx.stream)));
+        },
+        {src.block()});
+    auto copied = gpu1.copy_from_peer(dst, src);
+    ASSERT_TRUE(copied.get());
+    ASSERT_TRUE(writing.get());
+    std::vector<std::int32_t> out(n);
+    ASSERT_TRUE(gpu1.download<std::int32_t>(dst, out).get());
+    std::size_t wrong = 0;
+    for (auto v : out) wrong += v != 1000 + round ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << "round " << round;
+  }
+}
+
+TEST(GpuDevice, PeerCopyValuesBothDirections) {
+  ATOMR_REQUIRE_GPUS(2);
+  actor_system sys;
+  auto gpu0 = device::start(sys, 0, device_kind::cuda).value();
+  auto gpu1 = device::start(sys, 1, device_kind::cuda).value();
+  for (const std::size_t n : {std::size_t{1}, std::size_t{1023}, std::size_t{1} << 20}) {
+    const auto in = seeded(n, static_cast<unsigned>(n));
+    auto a = gpu0.allocate<std::int32_t>(n).get().value();
+    auto b = gpu1.allocate<std::int32_t>(n).get().value();
+    auto c = gpu0.allocate<std::int32_t>(n).get().value();
+    ASSERT_TRUE(gpu0.upload<std::int32_t>(a, in).get());
+    ASSERT_TRUE(gpu1.copy_from_peer(b, a).get());
+    ASSERT_TRUE(gpu0.copy_from_peer(c, b).get());
+    std::vector<std::int32_t> out(n);
+    ASSERT_TRUE(gpu0.download<std::int32_t>(c, out).get());
+    EXPECT_EQ(out, in) << n << " elements";
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <limits>
 #include <map>
+#include <set>
 
 #include "atomr/common/context.hpp"
 #include "atomr/local/cuda_check.hpp"
@@ -63,6 +64,41 @@ class cuda_backend final : public device_backend {
     return ATOMR_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, stream_));
   }
 
+  result<void> copy_from_peer(void* dst, const void* src, int src_device, std::size_t bytes) override {
+    context::scoped_device bound(index_);
+    if (peers_enabled_.insert(src_device).second) {
+      int can = 0;
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, index_, src_device)));
+      if (can) {
+        const cudaError_t status = cudaDeviceEnablePeerAccess(src_device, 0);
+        if (status == cudaErrorPeerAccessAlreadyEnabled) {
+          cudaGetLastError();
+        } else {
+          ATOMR_TRY(ATOMR_CUDA_CHECK(status));
+        }
+      }
+    }
+    return ATOMR_CUDA_CHECK(cudaMemcpyPeerAsync(dst, index_, src, src_device, bytes, stream_));
+  }
+
+  result<std::shared_ptr<void>> record_event() override {
+    context::scoped_device bound(index_);
+    cudaEvent_t event = nullptr;
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming)));
+    if (auto r = ATOMR_CUDA_CHECK(cudaEventRecord(event, stream_)); !r) {
+      cudaEventDestroy(event);
+      return r.error_value();
+    }
+    // Destroying a recorded event is safe before it completes; CUDA frees it afterwards.
+    return std::shared_ptr<void>(event, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+  }
+
+  result<void> wait_event(const std::shared_ptr<void>& event) override {
+    if (!event) return ok();
+    context::scoped_device bound(index_);
+    return ATOMR_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event.get()), 0));
+  }
+
   result<std::uint64_t> mark(std::function<void()> wake) override {
     context::scoped_device bound(index_);
     cudaEvent_t event = nullptr;
@@ -106,6 +142,7 @@ class cuda_backend final : public device_backend {
   result<void> rebuild() override {
     context::scoped_device bound(index_);
     destroy();
+    peers_enabled_.clear();
     cudaGetLastError();
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaDeviceReset()));
     return init();
@@ -130,6 +167,7 @@ class cuda_backend final : public device_backend {
   cudaStream_t stream_ = nullptr;
   std::uint64_t next_marker_ = 1;
   std::map<std::uint64_t, cudaEvent_t> markers_;
+  std::set<int> peers_enabled_;
 };
 
 std::unique_ptr<device_backend> make_cuda_backend(int index) { return std::make_unique<cuda_backend>(index); }

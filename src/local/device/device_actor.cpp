@@ -50,7 +50,13 @@ class device_actor final : public actor<device_msg> {
 
   void receive(device_msg& m) override {
     if (!backend_) return;  // stopping after a failed start: queued replies fail with "stopped"
-    std::visit([this](auto& op) { handle(op); }, m);
+    std::visit(
+        [this](auto& op) {
+          recorded_event_.reset();
+          handle(op);
+          if constexpr (requires { op.writes; }) finish_writes(op.writes);
+        },
+        m);
     poll();
   }
 
@@ -76,13 +82,38 @@ class device_actor final : public actor<device_msg> {
   void handle(detail::copy_op& op) {
     if (auto v = validate(op.uses); !v) return op.reply.fail(v.error_value());
     if (auto r = backend_->copy(op.dst, op.src, op.bytes, op.direction); !r) return fail_op(op.reply, r.error_value());
+    if (op.direction != copy_direction::device_to_host) record_write();
     enqueue_completion(std::move(op.reply), std::move(op.uses));
+  }
+
+  void handle(detail::peer_copy_op& op) {
+    if (auto v = validate({op.dst}); !v) return op.reply.fail(v.error_value());
+    if (!op.src) return op.reply.fail(error(errc::invalid_argument, "empty gpu_ref"));
+    if (auto v = validate_block(*op.src); !v) return op.reply.fail(v.error_value());
+    const auto owner = op.src->state.lock();
+    if (owner->kind() != state_->kind()) {
+      return op.reply.fail(
+          error(errc::invalid_argument, "peer copy between a host and a CUDA device; use download/upload"));
+    }
+    const auto after_writes = op.src->event_after(op.src_writes);
+    if (!after_writes) {
+      // A write to src requested before this copy has not reached its device yet; retry shortly.
+      deferred_.push_back(std::move(op));
+      return;
+    }
+    if (auto r = backend_->wait_event(*after_writes); !r) return fail_op(op.reply, r.error_value());
+    if (auto r = backend_->copy_from_peer(op.dst->ptr, op.src->ptr, owner->device(), op.bytes); !r) {
+      return fail_op(op.reply, r.error_value());
+    }
+    record_write();
+    enqueue_completion(std::move(op.reply), {std::move(op.dst), std::move(op.src)});
   }
 
   void handle(detail::fill_op& op) {
     if (auto v = validate({op.dst}); !v) return op.reply.fail(v.error_value());
     if (auto r = backend_->fill_bytes(op.dst->ptr, op.value, op.dst->bytes); !r)
       return fail_op(op.reply, r.error_value());
+    record_write();
     enqueue_completion(std::move(op.reply), {std::move(op.dst)});
   }
 
@@ -95,6 +126,7 @@ class device_actor final : public actor<device_msg> {
       r = error(errc::internal, std::string("device work threw: ") + e.what());
     }
     if (!r) return fail_op(op.reply, r.error_value());
+    record_write();  // user work may write any buffer it was given
     enqueue_completion(std::move(op.reply), std::move(op.uses));
   }
 
@@ -120,6 +152,17 @@ class device_actor final : public actor<device_msg> {
     return ok();
   }
 
+  // Records an event after the write just enqueued, for readers on other devices.
+  void record_write() {
+    auto event = backend_->record_event();
+    if (event) recorded_event_ = std::move(event).value();  // a failure surfaces with the completion marker
+  }
+
+  // Tells the written buffers their writes are enqueued (or refused), with the event if any.
+  void finish_writes(const std::vector<detail::write_ticket>& writes) {
+    for (const auto& t : writes) t.block->write_enqueued(t.seq, recorded_event_);
+  }
+
   void enqueue_completion(reply_to<void> reply, std::vector<std::shared_ptr<buffer_block>> uses) {
     auto marker = backend_->mark([self = context().self()] { (void)self.tell(detail::poll_op{}); });
     if (!marker) return fail_op(reply, marker.error_value());
@@ -135,6 +178,15 @@ class device_actor final : public actor<device_msg> {
 
   // Answers every operation the device has finished, in order; on a failure, rebuilds.
   void poll() {
+    if (!deferred_.empty()) {
+      auto waiting = std::move(deferred_);
+      deferred_.clear();
+      for (auto& op : waiting) {
+        recorded_event_.reset();
+        handle(op);
+        finish_writes(op.writes);
+      }
+    }
     while (!pending_.empty()) {
       auto done = backend_->finished(pending_.front().marker);
       if (!done) {
@@ -148,7 +200,7 @@ class device_actor final : public actor<device_msg> {
       pending_.pop_front();
     }
     // After a device fault the wake-up host function may never run; poll until the queue drains.
-    if (!pending_.empty() && !poll_scheduled_) {
+    if ((!pending_.empty() || !deferred_.empty()) && !poll_scheduled_) {
       poll_scheduled_ = true;
       context().tell_after(1ms, detail::poll_op{});
     }
@@ -193,6 +245,8 @@ class device_actor final : public actor<device_msg> {
   std::unique_ptr<device_backend> backend_;
   std::unordered_set<void*> live_;
   std::deque<pending_op> pending_;
+  std::vector<detail::peer_copy_op> deferred_;
+  std::shared_ptr<void> recorded_event_;
   std::deque<std::chrono::steady_clock::time_point> rebuilds_;
   bool poll_scheduled_ = false;
 };
@@ -211,7 +265,20 @@ result<device> device::start(actor_system& system, int index, device_kind kind, 
 
 future<void> device::run(std::function<result<void>(const stream_context&)> work,
                          std::vector<std::shared_ptr<buffer_block>> uses) const {
-  return send<void>([&](auto r) { return detail::run_op{std::move(work), std::move(uses), std::move(r)}; });
+  for (const auto& b : uses) {
+    if (!b) return failed(error(errc::invalid_argument, "empty gpu_ref"));
+  }
+  return send<void>([&](auto r) {
+    auto writes = detail::tickets_for(uses);
+    return detail::run_op{std::move(work), std::move(uses), std::move(writes), std::move(r)};
+  });
+}
+
+std::vector<detail::write_ticket> detail::tickets_for(const std::vector<std::shared_ptr<buffer_block>>& written) {
+  std::vector<write_ticket> out;
+  out.reserve(written.size());
+  for (const auto& b : written) out.push_back({b, b->request_write()});
+  return out;
 }
 
 future<void> device::failed(error e) {

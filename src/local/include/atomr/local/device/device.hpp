@@ -28,6 +28,13 @@
 namespace atomr::local {
 
 namespace detail {
+// A buffer an operation writes, with the sequence number its write took when requested.
+struct write_ticket {
+  std::shared_ptr<buffer_block> block;
+  std::uint64_t seq;
+};
+std::vector<write_ticket> tickets_for(const std::vector<std::shared_ptr<buffer_block>>& written);
+
 struct alloc_op {
   std::size_t bytes;
   dtype type;
@@ -39,16 +46,27 @@ struct copy_op {
   std::size_t bytes;
   copy_direction direction;
   std::vector<std::shared_ptr<buffer_block>> uses;  // validated and kept alive until done
+  std::vector<write_ticket> writes;
   reply_to<void> reply;
 };
 struct fill_op {
   std::shared_ptr<buffer_block> dst;
   std::uint8_t value;
+  std::vector<write_ticket> writes;
   reply_to<void> reply;
 };
 struct run_op {
   std::function<result<void>(const stream_context&)> work;
   std::vector<std::shared_ptr<buffer_block>> uses;
+  std::vector<write_ticket> writes;
+  reply_to<void> reply;
+};
+struct peer_copy_op {
+  std::shared_ptr<buffer_block> dst;  // on this device
+  std::shared_ptr<buffer_block> src;  // on another device
+  std::size_t bytes;
+  std::uint64_t src_writes;  // the writes to src requested before this copy
+  std::vector<write_ticket> writes;
   reply_to<void> reply;
 };
 struct free_op {
@@ -56,7 +74,7 @@ struct free_op {
   std::uint64_t generation;
 };
 struct poll_op {};
-using device_msg = std::variant<alloc_op, copy_op, fill_op, run_op, free_op, poll_op>;
+using device_msg = std::variant<alloc_op, copy_op, fill_op, run_op, peer_copy_op, free_op, poll_op>;
 }  // namespace detail
 
 struct device_options {
@@ -83,6 +101,11 @@ class device {
   future<void> fill_bytes(const gpu_ref<T>& dst, std::uint8_t value) const;
   template <device_element T>
   future<void> copy(const gpu_ref<T>& dst, const gpu_ref<T>& src) const;
+  // Copies `src`, a buffer on another device, into `dst` on this one: on the device, after src's
+  // last write (an event wait, not a host synchronization), over NVLink/PCIe peer access where
+  // the pair has it. Resolves when the bytes have landed.
+  template <device_element T>
+  future<void> copy_from_peer(const gpu_ref<T>& dst, const gpu_ref<T>& src) const;
   // Runs `work` on the device's thread with its stream, after validating `uses` (keeps them alive
   // until the work enqueued on the stream has finished). How users launch their own kernels.
   future<void> run(std::function<result<void>(const stream_context&)> work,
@@ -132,8 +155,10 @@ future<void> device::upload(const gpu_ref<T>& dst, std::span<const T> src) const
                                                     std::to_string(dst.size())));
   }
   return send<void>([&](auto r) {
-    return detail::copy_op{dst.block() ? dst.block()->ptr : nullptr, src.data(),    src.size_bytes(),
-                           copy_direction::host_to_device,           {dst.block()}, std::move(r)};
+    return detail::copy_op{dst.block()->ptr, src.data(),
+                           src.size_bytes(), copy_direction::host_to_device,
+                           {dst.block()},    detail::tickets_for({dst.block()}),
+                           std::move(r)};
   });
 }
 
@@ -146,16 +171,18 @@ future<void> device::download(const gpu_ref<T>& src, std::span<T> dst) const {
                                                     std::to_string(src.size())));
   }
   return send<void>([&](auto r) {
-    return detail::copy_op{dst.data(),       src.block() ? src.block()->ptr : nullptr,
-                           dst.size_bytes(), copy_direction::device_to_host,
-                           {src.block()},    std::move(r)};
+    return detail::copy_op{
+        dst.data(), src.block()->ptr, dst.size_bytes(), copy_direction::device_to_host, {src.block()},
+        {},         std::move(r)};
   });
 }
 
 template <device_element T>
 future<void> device::fill_bytes(const gpu_ref<T>& dst, std::uint8_t value) const {
   if (auto v = dst.validate(); !v) return failed(v.error_value());
-  return send<void>([&](auto r) { return detail::fill_op{dst.block(), value, std::move(r)}; });
+  return send<void>([&](auto r) {
+    return detail::fill_op{dst.block(), value, detail::tickets_for({dst.block()}), std::move(r)};
+  });
 }
 
 template <device_element T>
@@ -168,12 +195,29 @@ future<void> device::copy(const gpu_ref<T>& dst, const gpu_ref<T>& src) const {
                                                     std::to_string(dst.size())));
   }
   return send<void>([&](auto r) {
-    return detail::copy_op{dst.block() ? dst.block()->ptr : nullptr,
-                           src.block() ? src.block()->ptr : nullptr,
+    return detail::copy_op{dst.block()->ptr,
+                           src.block()->ptr,
                            src.bytes(),
                            copy_direction::device_to_device,
                            {dst.block(), src.block()},
+                           detail::tickets_for({dst.block()}),
                            std::move(r)};
+  });
+}
+
+template <device_element T>
+future<void> device::copy_from_peer(const gpu_ref<T>& dst, const gpu_ref<T>& src) const {
+  if (auto v = dst.validate(); !v) return failed(v.error_value());
+  if (auto v = src.validate(); !v) return failed(v.error_value());
+  if (src.size() > dst.size()) {
+    return failed(error(errc::invalid_argument, "peer copy of " + std::to_string(src.size()) +
+                                                    " elements into buffer " + std::to_string(dst.buffer_id()) +
+                                                    " of " + std::to_string(dst.size())));
+  }
+  return send<void>([&](auto r) {
+    return detail::peer_copy_op{
+        dst.block(), src.block(), src.bytes(), src.block()->writes_requested(), detail::tickets_for({dst.block()}),
+        std::move(r)};
   });
 }
 

@@ -36,6 +36,14 @@ class device_backend {
   virtual void release(void* p) = 0;
   virtual result<void> copy(void* dst, const void* src, std::size_t bytes, copy_direction direction) = 0;
   virtual result<void> fill_bytes(void* dst, std::uint8_t value, std::size_t bytes) = 0;
+  // Copies from device `src_device`'s memory into this device's, after making peer access
+  // possible (enabled once per peer where the hardware allows; otherwise CUDA stages the copy).
+  virtual result<void> copy_from_peer(void* dst, const void* src, int src_device, std::size_t bytes) = 0;
+
+  // An event marking all work enqueued so far (empty where work completes at once), to attach to
+  // the buffers that work wrote; and a device-side wait for such an event before later work.
+  virtual result<std::shared_ptr<void>> record_event() = 0;
+  virtual result<void> wait_event(const std::shared_ptr<void>& event) = 0;
 
   // A marker after all work enqueued so far; `wake` is called (from any thread) once the work
   // before it has finished, or may not be called at all if the device failed, so callers also

@@ -7,10 +7,13 @@
 // work the device actor runs.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "atomr/common/result.hpp"
@@ -29,12 +32,37 @@ struct buffer_block {
   std::weak_ptr<device_state> state;
   std::function<void(void*)> release;  // hands the memory back to the device actor
 
+  // Write ordering across devices. Each write asked of a buffer takes a sequence number when it
+  // is requested; the owning device actor reports each one once enqueued (or refused), with the
+  // event recorded after it (CUDA kind; empty on the host kind). A reader on another device waits
+  // until the writes requested before its own request are enqueued, then waits on the event on
+  // the device, never on the host. Type-erased events keep this header free of CUDA.
+  std::uint64_t request_write() { return writes_requested_.fetch_add(1, std::memory_order_acq_rel) + 1; }
+  std::uint64_t writes_requested() const { return writes_requested_.load(std::memory_order_acquire); }
+  void write_enqueued(std::uint64_t seq, const std::shared_ptr<void>& event) {
+    std::lock_guard lock(write_mutex_);
+    if (event) last_write_ = event;
+    if (seq > writes_enqueued_) writes_enqueued_ = seq;
+  }
+  // The event to wait on for every write up to `seq`; empty optional while one is not enqueued yet.
+  std::optional<std::shared_ptr<void>> event_after(std::uint64_t seq) const {
+    std::lock_guard lock(write_mutex_);
+    if (writes_enqueued_ < seq) return std::nullopt;
+    return last_write_;
+  }
+
   buffer_block() = default;
   buffer_block(const buffer_block&) = delete;
   buffer_block& operator=(const buffer_block&) = delete;
   ~buffer_block() {
     if (release) release(ptr);
   }
+
+ private:
+  std::atomic<std::uint64_t> writes_requested_{0};
+  mutable std::mutex write_mutex_;
+  std::uint64_t writes_enqueued_ = 0;
+  std::shared_ptr<void> last_write_;
 };
 
 // Why `block` may not be used now, or success.

@@ -5,7 +5,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "atomr/local/devices.hpp"
 #include "bench/bench_actors.hpp"
+#include "bench/bench_p2p.hpp"
 #include "bench/bench_wire.hpp"
 #include "commands.hpp"
 #include "text_table.hpp"
@@ -87,6 +89,65 @@ int bench_actors(bool json, long long messages, int producers, int round_trips) 
   return 0;
 }
 
+// "4K" -> 4096, "1G" -> 2^30; plain numbers are bytes.
+result<std::size_t> parse_size(const std::string& text) {
+  std::size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    return error(errc::invalid_argument, "'" + text + "' is not a size (e.g. 4096, 4K, 64M, 1G)");
+  }
+  const std::string unit = text.substr(pos);
+  const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
+  if (shift < 0 || v == 0)
+    return error(errc::invalid_argument, "'" + text + "' is not a size (e.g. 4096, 4K, 64M, 1G)");
+  return static_cast<std::size_t>(v) << shift;
+}
+
+int bench_p2p(bool json, int src, int dst, const std::string& min_text, const std::string& max_text) {
+  auto min_bytes = parse_size(min_text);
+  auto max_bytes = parse_size(max_text);
+  if (!min_bytes || !max_bytes) return report_error((!min_bytes ? min_bytes : max_bytes).error_value().message(), 2);
+  if (*min_bytes > *max_bytes) return report_error("--min-bytes is larger than --max-bytes", 2);
+  const auto gpus = local::probe_cuda_devices();
+  const int count = gpus ? static_cast<int>(gpus->devices.size()) : 0;
+  if (src == dst || src < 0 || dst < 0 || std::max(src, dst) >= count) {
+    return report_error("atomr bench p2p needs two distinct GPUs (--src " + std::to_string(src) + ", --dst " +
+                            std::to_string(dst) + "); " + std::to_string(count) + " visible" +
+                            (gpus && count == 0 ? " (" + gpus->absent_reason + ")" : ""),
+                        1);
+  }
+  auto rows = bench::run_p2p_benchmarks(src, dst, *min_bytes, *max_bytes, 4);
+  if (!rows) return report_error(rows.error_value().describe(), 1);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : *rows) {
+      out.push_back({{"bytes", r.bytes},
+                     {"iterations", r.iterations},
+                     {"raw_gbps", r.raw_gbps},
+                     {"atomr_gbps", r.atomr_gbps},
+                     {"bw_ratio", r.atomr_gbps / r.raw_gbps},
+                     {"raw_us", r.raw_us},
+                     {"atomr_us", r.atomr_us},
+                     {"overhead_us", r.atomr_us - r.raw_us}});
+    }
+    std::cout << nlohmann::json{{"benchmark", "p2p"}, {"src", src}, {"dst", dst}, {"rows", out}}.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << "atomr bench p2p: GPU" << src << " -> GPU" << dst
+            << "; raw = cudaMemcpyPeerAsync on the destination's stream, atomr = device::copy_from_peer\n"
+               "bandwidth: copies back to back, one wait; latency: each copy waited for\n\n";
+  text_table t({"bytes", "iters", "raw GB/s", "atomr GB/s", "atomr/raw", "raw us", "atomr us", "overhead us"});
+  for (const auto& r : *rows) {
+    t.add_row({std::to_string(r.bytes), std::to_string(r.iterations), fixed(r.raw_gbps, 2), fixed(r.atomr_gbps, 2),
+               fixed(r.atomr_gbps / r.raw_gbps, 3), fixed(r.raw_us, 2), fixed(r.atomr_us, 2),
+               fixed(r.atomr_us - r.raw_us, 2)});
+  }
+  t.print(std::cout);
+  return 0;
+}
+
 }  // namespace
 
 int run_bench(const std::string& program, const std::vector<std::string>& args) {
@@ -94,7 +155,11 @@ int run_bench(const std::string& program, const std::vector<std::string>& args) 
   opts.add_options()("help,h", "print this help")("json", "print the results as JSON")(
       "messages", po::value<long long>()->default_value(5'000'000), "actors: messages per throughput case")(
       "producers", po::value<int>()->default_value(2), "actors: producer threads for the many-producer case")(
-      "round-trips", po::value<int>()->default_value(100'000), "actors: ask round trips to time");
+      "round-trips", po::value<int>()->default_value(100'000), "actors: ask round trips to time")(
+      "src", po::value<int>()->default_value(0), "p2p: source GPU")("dst", po::value<int>()->default_value(1),
+                                                                    "p2p: destination GPU")(
+      "min-bytes", po::value<std::string>()->default_value("4K"), "p2p: smallest copy")(
+      "max-bytes", po::value<std::string>()->default_value("1G"), "p2p: largest copy (sizes step by 4x)");
   po::options_description hidden;
   hidden.add_options()("name", po::value<std::string>(), "");
   po::options_description all;
@@ -108,18 +173,22 @@ int run_bench(const std::string& program, const std::vector<std::string>& args) 
     return report_error(std::string(e.what()) + " (try 'atomr bench --help')", 2);
   }
   if (vm.count("help")) {
-    std::cout
-        << "usage: atomr bench <name> [--json]\n"
-           "benchmarks:\n"
-           "  wire    encode+decode of a gpu_token and of 64 B / 4 KiB envelopes vs memcpy\n"
-           "  actors  tell throughput (1 and N producers), ask round trip and wake-up latency vs the raw queue\n\n"
-        << opts;
+    std::cout << "usage: atomr bench <name> [--json]\n"
+                 "benchmarks:\n"
+                 "  wire    encode+decode of a gpu_token and of 64 B / 4 KiB envelopes vs memcpy\n"
+                 "  actors  tell throughput (1 and N producers), ask round trip and wake-up latency vs the raw queue\n"
+                 "  p2p     GPU-to-GPU copy bandwidth and latency vs cudaMemcpyPeerAsync (needs two GPUs)\n\n"
+              << opts;
     return 0;
   }
   if (!vm.count("name")) return report_error("which benchmark? (try 'atomr bench --help')", 2);
   const auto name = vm["name"].as<std::string>();
   const bool json = vm.count("json") > 0;
   if (name == "wire") return bench_wire(json);
+  if (name == "p2p") {
+    return bench_p2p(json, vm["src"].as<int>(), vm["dst"].as<int>(), vm["min-bytes"].as<std::string>(),
+                     vm["max-bytes"].as<std::string>());
+  }
   if (name == "actors") {
     const auto messages = vm["messages"].as<long long>();
     const auto producers = vm["producers"].as<int>();

@@ -16,7 +16,7 @@ std::atomic<std::uint64_t> g_next_buffer_id{1};
 
 // Work enqueued on the device whose reply waits for the device to finish it.
 struct pending_op {
-  std::uint64_t marker;
+  std::shared_ptr<void> done;  // the event after the operation
   reply_to<void> reply;
   std::vector<std::shared_ptr<buffer_block>> uses;
 };
@@ -82,7 +82,6 @@ class device_actor final : public actor<device_msg> {
   void handle(detail::copy_op& op) {
     if (auto v = validate(op.uses); !v) return op.reply.fail(v.error_value());
     if (auto r = backend_->copy(op.dst, op.src, op.bytes, op.direction); !r) return fail_op(op.reply, r.error_value());
-    if (op.direction != copy_direction::device_to_host) record_write();
     enqueue_completion(std::move(op.reply), std::move(op.uses));
   }
 
@@ -105,7 +104,6 @@ class device_actor final : public actor<device_msg> {
     if (auto r = backend_->copy_from_peer(op.dst->ptr, op.src->ptr, owner->device(), op.bytes); !r) {
       return fail_op(op.reply, r.error_value());
     }
-    record_write();
     enqueue_completion(std::move(op.reply), {std::move(op.dst), std::move(op.src)});
   }
 
@@ -113,7 +111,6 @@ class device_actor final : public actor<device_msg> {
     if (auto v = validate({op.dst}); !v) return op.reply.fail(v.error_value());
     if (auto r = backend_->fill_bytes(op.dst->ptr, op.value, op.dst->bytes); !r)
       return fail_op(op.reply, r.error_value());
-    record_write();
     enqueue_completion(std::move(op.reply), {std::move(op.dst)});
   }
 
@@ -126,7 +123,6 @@ class device_actor final : public actor<device_msg> {
       r = error(errc::internal, std::string("device work threw: ") + e.what());
     }
     if (!r) return fail_op(op.reply, r.error_value());
-    record_write();  // user work may write any buffer it was given
     enqueue_completion(std::move(op.reply), std::move(op.uses));
   }
 
@@ -152,21 +148,16 @@ class device_actor final : public actor<device_msg> {
     return ok();
   }
 
-  // Records an event after the write just enqueued, for readers on other devices.
-  void record_write() {
-    auto event = backend_->record_event();
-    if (event) recorded_event_ = std::move(event).value();  // a failure surfaces with the completion marker
-  }
-
   // Tells the written buffers their writes are enqueued (or refused), with the event if any.
   void finish_writes(const std::vector<detail::write_ticket>& writes) {
     for (const auto& t : writes) t.block->write_enqueued(t.seq, recorded_event_);
   }
 
   void enqueue_completion(reply_to<void> reply, std::vector<std::shared_ptr<buffer_block>> uses) {
-    auto marker = backend_->mark([self = context().self()] { (void)self.tell(detail::poll_op{}); });
-    if (!marker) return fail_op(reply, marker.error_value());
-    pending_.push_back({*marker, std::move(reply), std::move(uses)});
+    auto event = backend_->mark([self = context().self()] { (void)self.tell(detail::poll_op{}); });
+    if (!event) return fail_op(reply, event.error_value());
+    recorded_event_ = *event;  // what readers on other devices of the buffers written here wait on
+    pending_.push_back({std::move(event).value(), std::move(reply), std::move(uses)});
   }
 
   // An operation failed when it was enqueued; a sticky error also poisons everything behind it.
@@ -188,7 +179,7 @@ class device_actor final : public actor<device_msg> {
       }
     }
     while (!pending_.empty()) {
-      auto done = backend_->finished(pending_.front().marker);
+      auto done = backend_->finished(pending_.front().done);
       if (!done) {
         pending_.front().reply.fail(done.error_value());
         pending_.pop_front();

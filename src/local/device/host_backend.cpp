@@ -37,18 +37,16 @@ class host_backend final : public device_backend {
     if (bytes != 0) std::memmove(dst, src, bytes);
     return ok();
   }
-  result<std::shared_ptr<void>> record_event() override { return std::shared_ptr<void>(); }
   result<void> wait_event(const std::shared_ptr<void>&) override { return ok(); }
 
-  result<std::uint64_t> mark(std::function<void()>) override { return next_marker_++; }
-  result<bool> finished(std::uint64_t) override { return true; }
+  result<std::shared_ptr<void>> mark(std::function<void()>) override { return std::shared_ptr<void>(); }
+  result<bool> finished(const std::shared_ptr<void>&) override { return true; }
   bool is_sticky(const error&) const override { return false; }
   result<void> rebuild() override { return ok(); }
   void drain() override {}
 
  private:
   int index_;
-  std::uint64_t next_marker_ = 1;
 };
 
 std::unique_ptr<device_backend> make_host_backend(int index) { return std::make_unique<host_backend>(index); }

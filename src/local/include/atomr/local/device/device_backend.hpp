@@ -40,18 +40,14 @@ class device_backend {
   // possible (enabled once per peer where the hardware allows; otherwise CUDA stages the copy).
   virtual result<void> copy_from_peer(void* dst, const void* src, int src_device, std::size_t bytes) = 0;
 
-  // An event marking all work enqueued so far (empty where work completes at once), to attach to
-  // the buffers that work wrote; and a device-side wait for such an event before later work.
-  virtual result<std::shared_ptr<void>> record_event() = 0;
+  // An event after all work enqueued so far (empty where work completes at once). `wake` is
+  // called (from any thread) once that work has finished, or may never be called if the device
+  // failed, so callers also poll finished(). The same event is what readers on other devices wait
+  // on (wait_event) before reading buffers that work wrote.
+  virtual result<std::shared_ptr<void>> mark(std::function<void()> wake) = 0;
+  // True once the work before `event` has finished; the failure if it failed.
+  virtual result<bool> finished(const std::shared_ptr<void>& event) = 0;
   virtual result<void> wait_event(const std::shared_ptr<void>& event) = 0;
-
-  // A marker after all work enqueued so far; `wake` is called (from any thread) once the work
-  // before it has finished, or may not be called at all if the device failed, so callers also
-  // poll. Returns the marker id.
-  virtual result<std::uint64_t> mark(std::function<void()> wake) = 0;
-  // True once the work before `marker` finished; the failure if it failed. The marker is spent
-  // once this returns true or an error.
-  virtual result<bool> finished(std::uint64_t marker) = 0;
 
   // True for errors that poison the device context (illegal address, launch failure, ...).
   virtual bool is_sticky(const error& e) const = 0;

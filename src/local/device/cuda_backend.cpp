@@ -1,12 +1,14 @@
 // The CUDA device kind: one non-blocking stream per device, allocations from the device's
-// stream-ordered memory pool, completion seen through events. A host function enqueued after
-// each marker wakes the device actor; the actor also polls, because after a device fault later
-// host functions may never run.
+// stream-ordered memory pool, completion seen through events. A waiter thread per device wakes
+// the device actor as each event completes; the actor also polls, in case a fault stops events.
 #include <cuda_runtime_api.h>
 
+#include <condition_variable>
+#include <deque>
 #include <limits>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "atomr/common/context.hpp"
@@ -47,11 +49,52 @@ class event_pool : public std::enable_shared_from_this<event_pool> {
   std::vector<cudaEvent_t> free_;
 };
 
-void CUDART_CB run_wake(void* data) {
-  auto* wake = static_cast<std::function<void()>*>(data);
-  (*wake)();
-  delete wake;
-}
+// Waits on the device's completion events in order on its own thread and wakes the device actor
+// after each. (A host function in the stream would do the same but stalls the stream until the
+// CPU has run it, which costs every following copy a round trip.)
+class completion_waiter {
+ public:
+  explicit completion_waiter(int device) : thread_([this, device] { run(device); }) {}
+  ~completion_waiter() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    ready_.notify_one();
+    thread_.join();
+  }
+  void watch(std::shared_ptr<void> event, std::function<void()> wake) {
+    {
+      std::lock_guard lock(mutex_);
+      queue_.emplace_back(std::move(event), std::move(wake));
+    }
+    ready_.notify_one();
+  }
+
+ private:
+  void run(int device) {
+    cudaSetDevice(device);
+    std::unique_lock lock(mutex_);
+    while (true) {
+      ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      auto [event, wake] = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      // Returns at completion or with the device's error; the actor reads the outcome itself.
+      cudaEventSynchronize(static_cast<cudaEvent_t>(event.get()));
+      cudaGetLastError();
+      wake();
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::pair<std::shared_ptr<void>, std::function<void()>>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -85,6 +128,7 @@ class cuda_backend final : public device_backend {
       ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemPoolSetAccess(pool, &access, 1)));
     }
     events_ = std::make_shared<event_pool>();
+    waiter_ = std::make_unique<completion_waiter>(index_);
     return ok();
   }
 
@@ -139,11 +183,7 @@ class cuda_backend final : public device_backend {
     context::scoped_device bound(index_);
     ATOMR_ASSIGN_OR_RETURN(std::shared_ptr<void> event, events_->take());
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), stream_)));
-    auto* fn = new std::function<void()>(std::move(wake));
-    if (cudaLaunchHostFunc(stream_, run_wake, fn) != cudaSuccess) {
-      cudaGetLastError();
-      delete fn;  // the actor's polling still observes the event
-    }
+    waiter_->watch(event, std::move(wake));
     return event;
   }
 
@@ -180,6 +220,8 @@ class cuda_backend final : public device_backend {
 
  private:
   void destroy() {
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    waiter_.reset();  // its queue is done once the stream is
     if (stream_ != nullptr) {
       cudaStreamSynchronize(stream_);
       cudaStreamDestroy(stream_);
@@ -190,6 +232,7 @@ class cuda_backend final : public device_backend {
   int index_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<event_pool> events_;
+  std::unique_ptr<completion_waiter> waiter_;
   std::set<int> peers_enabled_;
 };
 

@@ -41,7 +41,7 @@ class device_backend {
   virtual result<void> copy_from_peer(void* dst, const void* src, int src_device, std::size_t bytes) = 0;
 
   // An event after all work enqueued so far (empty where work completes at once). `wake` is
-  // called (from any thread) once that work has finished, or may never be called if the device
+  // called (from another thread) once that work has finished, or may never be called if the device
   // failed, so callers also poll finished(). The same event is what readers on other devices wait
   // on (wait_event) before reading buffers that work wrote.
   virtual result<std::shared_ptr<void>> mark(std::function<void()> wake) = 0;

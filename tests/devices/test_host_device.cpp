@@ -140,6 +140,42 @@ TEST_F(HostDevice, PeerCopyBetweenTwoDevices) {
   EXPECT_EQ(dev_.copy_from_peer(dst, too_big).get().error_value().code(), errc::invalid_argument);
 }
 
+TEST_F(HostDevice, ManagedMemoryIsHostAddressableAndPlaceable) {
+  auto m = dev_.allocate_managed<float>(128).get().value();
+  auto span = m.host_span();
+  ASSERT_TRUE(span) << span.error_value();
+  ASSERT_EQ(span->size(), 128u);
+  for (std::size_t i = 0; i < span->size(); ++i) (*span)[i] = static_cast<float>(i) * 0.5f;
+  EXPECT_TRUE(dev_.prefetch(m, 0).get());
+  EXPECT_TRUE(dev_.prefetch(m, k_host_location).get());
+  EXPECT_TRUE(dev_.advise(m, memory_advice::read_mostly, 0).get());
+  auto elsewhere = dev_.prefetch(m, 3).get();
+  ASSERT_FALSE(elsewhere);
+  EXPECT_EQ(elsewhere.error_value().code(), errc::invalid_argument);
+  std::vector<float> out(128);
+  ASSERT_TRUE(dev_.download<float>(m, out).get());
+  EXPECT_EQ(out[127], 63.5f);
+
+  auto plain = dev_.allocate<float>(64).get().value();
+  EXPECT_EQ(plain.host_span().error_value().code(), errc::invalid_argument);
+  EXPECT_EQ(dev_.prefetch(plain, 0).get().error_value().code(), errc::invalid_argument);
+
+  const auto stats = dev_.stats().get().value();
+  EXPECT_EQ(stats.managed_buffers, 1u);
+  EXPECT_EQ(stats.managed_bytes, 128 * sizeof(float));
+  EXPECT_EQ(stats.buffers, 1u);
+  EXPECT_EQ(stats.bytes, 64 * sizeof(float));
+}
+
+TEST_F(HostDevice, DroppingTheLastRefFreesTheBuffer) {
+  {
+    auto a = dev_.allocate<double>(1000).get().value();
+    EXPECT_EQ(dev_.stats().get().value().buffers, 1u);
+  }
+  // The free is a message to the device; a stats request sent after it is answered after it.
+  EXPECT_EQ(dev_.stats().get().value().buffers, 0u);
+}
+
 TEST_F(HostDevice, NewGenerationMakesOldRefsStaleAndTellsWatchers) {
   auto buf = dev_.allocate<double>(8).get().value();
   std::vector<std::uint64_t> seen;

@@ -131,5 +131,50 @@ TEST(GpuDevice, PeerCopyValuesBothDirections) {
   }
 }
 
+// Managed memory prefetched to a device lands on that device (not device 0), and on the host when
+// asked; kernels and the host see the same values.
+TEST(GpuDevice, ManagedPrefetchLandsOnTheRightDevice) {
+  ATOMR_REQUIRE_GPUS(1);
+  actor_system sys;
+  const int count = static_cast<int>(probe_cuda_devices()->devices.size());
+  const int target = count - 1;  // device 1 on a two-GPU machine
+  auto dev = device::start(sys, target, device_kind::cuda).value();
+  constexpr std::size_t n = 1 << 20;
+  auto m = dev.allocate_managed<std::int32_t>(n).get().value();
+  auto host = m.host_span().value();
+  for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<std::int32_t>(i);
+  ASSERT_TRUE(dev.advise(m, memory_advice::read_mostly, target).get());
+  int read_mostly = 0;
+  ASSERT_TRUE(ATOMR_CUDA_CHECK(
+      cudaMemRangeGetAttribute(&read_mostly, sizeof(int), cudaMemRangeAttributeReadMostly, host.data(), m.bytes())));
+  EXPECT_EQ(read_mostly, 1);
+
+  ASSERT_TRUE(dev.prefetch(m, target).get());
+  int where = -7;
+  ASSERT_TRUE(ATOMR_CUDA_CHECK(cudaMemRangeGetAttribute(&where, sizeof(int), cudaMemRangeAttributeLastPrefetchLocation,
+                                                        host.data(), m.bytes())));
+  EXPECT_EQ(where, target);
+
+  auto out = dev.allocate<std::int32_t>(n).get().value();
+  ASSERT_TRUE(dev.run(
+                     [m, out](const stream_context& ctx) -> result<void> {
+                       ATOMR_ASSIGN_OR_RETURN(std::int32_t * src, m.data());
+                       ATOMR_ASSIGN_OR_RETURN(std::int32_t * dst, out.data());
+                       return ATOMR_CUDA_CHECK(
+                           test::launch_affine(src, dst, m.size(), 2, 1, static_cast<cudaStream_t>(ctx.stream)));
+                     },
+                     {m.block(), out.block()})
+                  .get());
+  std::vector<std::int32_t> got(n);
+  ASSERT_TRUE(dev.download<std::int32_t>(out, got).get());
+  for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(got[i], 2 * static_cast<std::int32_t>(i) + 1);
+
+  ASSERT_TRUE(dev.prefetch(m, k_host_location).get());
+  ASSERT_TRUE(ATOMR_CUDA_CHECK(cudaMemRangeGetAttribute(&where, sizeof(int), cudaMemRangeAttributeLastPrefetchLocation,
+                                                        host.data(), m.bytes())));
+  EXPECT_EQ(where, cudaCpuDeviceId);
+  EXPECT_EQ(host[n - 1], static_cast<std::int32_t>(n - 1));
+}
+
 }  // namespace
 }  // namespace atomr::local

@@ -143,6 +143,32 @@ class cuda_backend final : public device_backend {
 
   void release(void* p) override { cudaFreeAsync(p, stream_); }
 
+  result<void*> allocate_managed(std::size_t bytes, managed_attach attach) override {
+    context::scoped_device bound(index_);
+    void* p = nullptr;
+    ATOMR_TRY(ATOMR_CUDA_CHECK(
+        cudaMallocManaged(&p, std::max<std::size_t>(bytes, 1),
+                          attach == managed_attach::global ? cudaMemAttachGlobal : cudaMemAttachHost)));
+    return p;
+  }
+  void release_managed(void* p) override {
+    // cudaFree synchronizes the device, so work still using the memory finishes first.
+    cudaFree(p);
+  }
+
+  result<void> prefetch(const void* p, std::size_t bytes, int location) override {
+    context::scoped_device bound(index_);
+    return ATOMR_CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, to_location(location), 0, stream_));
+  }
+
+  result<void> advise(const void* p, std::size_t bytes, memory_advice advice, int location) override {
+    context::scoped_device bound(index_);
+    const cudaMemoryAdvise a = advice == memory_advice::read_mostly          ? cudaMemAdviseSetReadMostly
+                               : advice == memory_advice::preferred_location ? cudaMemAdviseSetPreferredLocation
+                                                                             : cudaMemAdviseSetAccessedBy;
+    return ATOMR_CUDA_CHECK(cudaMemAdvise(p, bytes, a, to_location(location)));
+  }
+
   result<void> copy(void* dst, const void* src, std::size_t bytes, copy_direction direction) override {
     context::scoped_device bound(index_);
     const cudaMemcpyKind kind = direction == copy_direction::host_to_device   ? cudaMemcpyHostToDevice
@@ -227,6 +253,13 @@ class cuda_backend final : public device_backend {
       cudaStreamDestroy(stream_);
       stream_ = nullptr;
     }
+  }
+
+  static cudaMemLocation to_location(int location) {
+    cudaMemLocation where{};
+    where.type = location == k_host_location ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+    where.id = location == k_host_location ? 0 : location;
+    return where;
   }
 
   int index_;

@@ -1,6 +1,6 @@
 #include <atomic>
 #include <deque>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "atomr/common/context.hpp"
 #include "atomr/common/log.hpp"
@@ -43,7 +43,7 @@ class device_actor final : public actor<device_msg> {
     if (!backend_) return;  // gave up: the context is gone already
     backend_->drain();
     poll();  // everything has finished: answer the pending replies with their real outcome
-    for (void* p : live_) backend_->release(p);
+    for (const auto& [p, a] : live_) release(p, a);
     live_.clear();
     backend_->drain();
   }
@@ -62,9 +62,9 @@ class device_actor final : public actor<device_msg> {
 
  private:
   void handle(detail::alloc_op& op) {
-    auto p = backend_->allocate(op.bytes);
+    auto p = op.managed ? backend_->allocate_managed(op.bytes, op.attach) : backend_->allocate(op.bytes);
     if (!p) return fail_op(op.reply, p.error_value());
-    live_.insert(*p);
+    live_.emplace(*p, live_allocation{op.bytes, op.managed});
     auto block = std::make_shared<buffer_block>();
     block->id = g_next_buffer_id.fetch_add(1);
     block->bytes = op.bytes;
@@ -72,6 +72,7 @@ class device_actor final : public actor<device_msg> {
     block->ptr = *p;
     block->generation = state_->generation();
     block->state = state_;
+    block->managed = op.managed;
     block->release = [self = context().self(), generation = block->generation](void* ptr) {
       (void)self.tell(detail::free_op{ptr, generation});
     };
@@ -128,8 +129,52 @@ class device_actor final : public actor<device_msg> {
 
   void handle(detail::free_op& op) {
     // Memory from an older generation went away with that context.
-    if (op.generation != state_->generation() || live_.erase(op.ptr) == 0) return;
-    backend_->release(op.ptr);
+    if (op.generation != state_->generation()) return;
+    const auto it = live_.find(op.ptr);
+    if (it == live_.end()) return;
+    release(it->first, it->second);
+    live_.erase(it);
+  }
+
+  void handle(detail::placement_op& op) {
+    if (auto v = validate({op.block}); !v) return op.reply.fail(v.error_value());
+    if (!op.block->managed) {
+      return op.reply.fail(error(errc::invalid_argument, "buffer " + std::to_string(op.block->id) +
+                                                             " is device memory; only managed memory can be placed"));
+    }
+    if (op.advice) {
+      // Advice takes effect when given; nothing is enqueued.
+      if (auto r = backend_->advise(op.block->ptr, op.block->bytes, *op.advice, op.location); !r) {
+        return fail_op(op.reply, r.error_value());
+      }
+      return op.reply.send();
+    }
+    if (auto r = backend_->prefetch(op.block->ptr, op.block->bytes, op.location); !r) {
+      return fail_op(op.reply, r.error_value());
+    }
+    enqueue_completion(std::move(op.reply), {std::move(op.block)});
+  }
+
+  void handle(detail::stats_op& op) {
+    device_stats s;
+    for (const auto& [ptr, a] : live_) {
+      ++(a.managed ? s.managed_buffers : s.buffers);
+      (a.managed ? s.managed_bytes : s.bytes) += a.bytes;
+    }
+    op.reply.send(s);
+  }
+
+  struct live_allocation {
+    std::size_t bytes;
+    bool managed;
+  };
+
+  void release(void* p, const live_allocation& a) {
+    if (a.managed) {
+      backend_->release_managed(p);
+    } else {
+      backend_->release(p);
+    }
   }
 
   void handle(detail::poll_op&) { poll_scheduled_ = false; }
@@ -234,7 +279,7 @@ class device_actor final : public actor<device_msg> {
   device_options options_;
   context::scoped_device scope_;  // error messages from this actor name the device
   std::unique_ptr<device_backend> backend_;
-  std::unordered_set<void*> live_;
+  std::unordered_map<void*, live_allocation> live_;
   std::deque<pending_op> pending_;
   std::vector<detail::peer_copy_op> deferred_;
   std::shared_ptr<void> recorded_event_;
@@ -270,6 +315,10 @@ std::vector<detail::write_ticket> detail::tickets_for(const std::vector<std::sha
   out.reserve(written.size());
   for (const auto& b : written) out.push_back({b, b->request_write()});
   return out;
+}
+
+future<device_stats> device::stats() const {
+  return send<device_stats>([](auto r) { return detail::stats_op{std::move(r)}; });
 }
 
 future<void> device::failed(error e) {

@@ -24,6 +24,13 @@ class host_backend final : public device_backend {
     return p;
   }
   void release(void* p) override { std::free(p); }
+  // Host memory is already where the host is; placement requests have nothing to move.
+  result<void*> allocate_managed(std::size_t bytes, managed_attach) override { return allocate(bytes); }
+  void release_managed(void* p) override { std::free(p); }
+  result<void> prefetch(const void*, std::size_t, int location) override { return check_location(location); }
+  result<void> advise(const void*, std::size_t, memory_advice, int location) override {
+    return check_location(location);
+  }
 
   result<void> copy(void* dst, const void* src, std::size_t bytes, copy_direction) override {
     if (bytes != 0) std::memmove(dst, src, bytes);
@@ -46,6 +53,12 @@ class host_backend final : public device_backend {
   void drain() override {}
 
  private:
+  result<void> check_location(int location) const {
+    if (location == k_host_location || location == index_) return ok();
+    return error(errc::invalid_argument, "host device " + std::to_string(index_) + " has no location " +
+                                             std::to_string(location) + " (use the host or itself)");
+  }
+
   int index_;
 };
 

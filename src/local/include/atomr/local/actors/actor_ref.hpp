@@ -42,11 +42,15 @@ class actor_ref {
       state->fulfil(error(errc::unavailable, "ask through an empty actor_ref"));
       return reply;
     }
-    auto deadline = cell_->system_timers().after(timeout, [state, name = cell_->name(), timeout] {
-      state->fulfil(error(errc::timeout,
-                          "ask to actor '" + name + "' got no reply within " +
-                              std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
-                              " ms"));
+    // The timer holds the state weakly: a cancelled timer stays queued until its deadline, and
+    // must not keep the reply (a buffer, say) alive that long.
+    auto deadline = cell_->system_timers().after(timeout, [weak = std::weak_ptr(state), name = cell_->name(), timeout] {
+      const auto pending = weak.lock();
+      if (!pending) return;
+      pending->fulfil(error(errc::timeout,
+                            "ask to actor '" + name + "' got no reply within " +
+                                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
+                                " ms"));
     });
     reply.then([deadline](const result<R>&) { deadline.cancel(); });
     (void)cell_->enqueue(make(reply_to<R>(promise<R>(state))));  // a refused message fails `state` with the reason

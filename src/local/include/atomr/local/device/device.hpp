@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <variant>
 #include <vector>
@@ -38,7 +39,15 @@ std::vector<write_ticket> tickets_for(const std::vector<std::shared_ptr<buffer_b
 struct alloc_op {
   std::size_t bytes;
   dtype type;
+  bool managed;
+  managed_attach attach;
   reply_to<std::shared_ptr<buffer_block>> reply;
+};
+struct placement_op {  // prefetch (advice empty) or advise
+  std::shared_ptr<buffer_block> block;
+  std::optional<memory_advice> advice;
+  int location;
+  reply_to<void> reply;
 };
 struct copy_op {
   void* dst;
@@ -73,8 +82,24 @@ struct free_op {
   void* ptr;
   std::uint64_t generation;
 };
+struct stats_op;
 struct poll_op {};
-using device_msg = std::variant<alloc_op, copy_op, fill_op, run_op, peer_copy_op, free_op, poll_op>;
+}  // namespace detail
+
+// What a device holds now.
+struct device_stats {
+  std::size_t buffers = 0;
+  std::size_t bytes = 0;
+  std::size_t managed_buffers = 0;
+  std::size_t managed_bytes = 0;
+};
+
+namespace detail {
+struct stats_op {
+  reply_to<device_stats> reply;
+};
+using device_msg =
+    std::variant<alloc_op, placement_op, copy_op, fill_op, run_op, peer_copy_op, free_op, stats_op, poll_op>;
 }  // namespace detail
 
 struct device_options {
@@ -93,6 +118,16 @@ class device {
 
   template <device_element T>
   future<gpu_ref<T>> allocate(std::size_t count) const;
+  // Managed memory: addressable from the host (gpu_ref::host_span) and from every device.
+  template <device_element T>
+  future<gpu_ref<T>> allocate_managed(std::size_t count, managed_attach attach = managed_attach::global) const;
+  // Migrates a managed buffer to `location` (a device index, or k_host_location) in stream order.
+  template <device_element T>
+  future<void> prefetch(const gpu_ref<T>& buffer, int location) const;
+  template <device_element T>
+  future<void> advise(const gpu_ref<T>& buffer, memory_advice advice, int location) const;
+  future<device_stats> stats() const;
+
   template <device_element T>
   future<void> upload(const gpu_ref<T>& dst, std::span<const T> src) const;
   template <device_element T>
@@ -123,6 +158,8 @@ class device {
     return actor_.ask<R>(std::forward<Make>(make), options_.op_timeout);
   }
   static future<void> failed(error e);
+  template <device_element T>
+  future<gpu_ref<T>> typed_allocation(std::size_t count, bool managed, managed_attach attach) const;
 
   actor_ref<detail::device_msg> actor_;
   std::shared_ptr<device_state> state_;
@@ -131,8 +168,30 @@ class device {
 
 template <device_element T>
 future<gpu_ref<T>> device::allocate(std::size_t count) const {
+  return typed_allocation<T>(count, false, managed_attach::global);
+}
+
+template <device_element T>
+future<gpu_ref<T>> device::allocate_managed(std::size_t count, managed_attach attach) const {
+  return typed_allocation<T>(count, true, attach);
+}
+
+template <device_element T>
+future<void> device::prefetch(const gpu_ref<T>& buffer, int location) const {
+  if (auto v = buffer.validate(); !v) return failed(v.error_value());
+  return send<void>([&](auto r) { return detail::placement_op{buffer.block(), std::nullopt, location, std::move(r)}; });
+}
+
+template <device_element T>
+future<void> device::advise(const gpu_ref<T>& buffer, memory_advice advice, int location) const {
+  if (auto v = buffer.validate(); !v) return failed(v.error_value());
+  return send<void>([&](auto r) { return detail::placement_op{buffer.block(), advice, location, std::move(r)}; });
+}
+
+template <device_element T>
+future<gpu_ref<T>> device::typed_allocation(std::size_t count, bool managed, managed_attach attach) const {
   auto block = send<std::shared_ptr<buffer_block>>([&](auto r) {
-    return detail::alloc_op{count * sizeof(T), dtype_of<T>::value, std::move(r)};
+    return detail::alloc_op{count * sizeof(T), dtype_of<T>::value, managed, attach, std::move(r)};
   });
   promise<gpu_ref<T>> typed;
   auto out = typed.get_future();

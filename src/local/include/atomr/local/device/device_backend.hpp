@@ -16,6 +16,11 @@ namespace atomr::local {
 
 enum class copy_direction { host_to_device, device_to_host, device_to_device };
 
+// Managed (unified) memory. `location` below is a device index, or k_host_location for host memory.
+inline constexpr int k_host_location = -1;
+enum class managed_attach { global, host };  // cudaMemAttachGlobal / cudaMemAttachHost
+enum class memory_advice { read_mostly, preferred_location, accessed_by };
+
 // What a user callable gets in device::run(): the device and the stream to enqueue work on
 // (a cudaStream_t, or nullptr on the host kind, where work is done by the time the callable returns).
 struct stream_context {
@@ -34,6 +39,11 @@ class device_backend {
 
   virtual result<void*> allocate(std::size_t bytes) = 0;
   virtual void release(void* p) = 0;
+  virtual result<void*> allocate_managed(std::size_t bytes, managed_attach attach) = 0;
+  virtual void release_managed(void* p) = 0;
+  // Migrates managed memory to `location` in stream order; advises the driver about it.
+  virtual result<void> prefetch(const void* p, std::size_t bytes, int location) = 0;
+  virtual result<void> advise(const void* p, std::size_t bytes, memory_advice advice, int location) = 0;
   virtual result<void> copy(void* dst, const void* src, std::size_t bytes, copy_direction direction) = 0;
   virtual result<void> fill_bytes(void* dst, std::uint8_t value, std::size_t bytes) = 0;
   // Copies from device `src_device`'s memory into this device's, after making peer access

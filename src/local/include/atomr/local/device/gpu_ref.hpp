@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "atomr/common/result.hpp"
@@ -29,6 +30,7 @@ struct buffer_block {
   dtype type = dtype::u8;
   void* ptr = nullptr;
   std::uint64_t generation = 0;  // the device generation it was allocated in
+  bool managed = false;          // managed memory: also addressable from the host
   std::weak_ptr<device_state> state;
   std::function<void(void*)> release;  // hands the memory back to the device actor
 
@@ -92,6 +94,15 @@ class gpu_ref {
   result<T*> data() const {
     ATOMR_TRY(validate());
     return static_cast<T*>(block_->ptr);
+  }
+  // The elements seen from the host; managed buffers only. Read or write them only while no
+  // device work on the buffer is in flight (after its futures have resolved).
+  result<std::span<T>> host_span() const {
+    ATOMR_TRY(validate());
+    if (!block_->managed) {
+      return error(errc::invalid_argument, "buffer " + std::to_string(block_->id) + " is device memory, not managed");
+    }
+    return std::span<T>(static_cast<T*>(block_->ptr), size());
   }
   const std::shared_ptr<buffer_block>& block() const noexcept { return block_; }
 

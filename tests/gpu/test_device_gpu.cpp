@@ -144,15 +144,19 @@ TEST(GpuDevice, ManagedPrefetchLandsOnTheRightDevice) {
   auto host = m.host_span().value();
   for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<std::int32_t>(i);
   ASSERT_TRUE(dev.advise(m, memory_advice::read_mostly, target).get());
+  // The attribute queries below run on this thread, which needs a current context.
+  ASSERT_TRUE(ATOMR_CUDA_CHECK(cudaSetDevice(target)));
   int read_mostly = 0;
-  ASSERT_TRUE(ATOMR_CUDA_CHECK(
-      cudaMemRangeGetAttribute(&read_mostly, sizeof(int), cudaMemRangeAttributeReadMostly, host.data(), m.bytes())));
+  auto got_advice = ATOMR_CUDA_CHECK(
+      cudaMemRangeGetAttribute(&read_mostly, sizeof(int), cudaMemRangeAttributeReadMostly, host.data(), m.bytes()));
+  ASSERT_TRUE(got_advice) << got_advice.error_value();
   EXPECT_EQ(read_mostly, 1);
 
   ASSERT_TRUE(dev.prefetch(m, target).get());
   int where = -7;
-  ASSERT_TRUE(ATOMR_CUDA_CHECK(cudaMemRangeGetAttribute(&where, sizeof(int), cudaMemRangeAttributeLastPrefetchLocation,
-                                                        host.data(), m.bytes())));
+  auto got_place = ATOMR_CUDA_CHECK(
+      cudaMemRangeGetAttribute(&where, sizeof(int), cudaMemRangeAttributeLastPrefetchLocation, host.data(), m.bytes()));
+  ASSERT_TRUE(got_place) << got_place.error_value();
   EXPECT_EQ(where, target);
 
   auto out = dev.allocate<std::int32_t>(n).get().value();
@@ -170,8 +174,9 @@ TEST(GpuDevice, ManagedPrefetchLandsOnTheRightDevice) {
   for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(got[i], 2 * static_cast<std::int32_t>(i) + 1);
 
   ASSERT_TRUE(dev.prefetch(m, k_host_location).get());
-  ASSERT_TRUE(ATOMR_CUDA_CHECK(cudaMemRangeGetAttribute(&where, sizeof(int), cudaMemRangeAttributeLastPrefetchLocation,
-                                                        host.data(), m.bytes())));
+  got_place = ATOMR_CUDA_CHECK(
+      cudaMemRangeGetAttribute(&where, sizeof(int), cudaMemRangeAttributeLastPrefetchLocation, host.data(), m.bytes()));
+  ASSERT_TRUE(got_place) << got_place.error_value();
   EXPECT_EQ(where, cudaCpuDeviceId);
   EXPECT_EQ(host[n - 1], static_cast<std::int32_t>(n - 1));
 }

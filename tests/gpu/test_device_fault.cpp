@@ -8,27 +8,21 @@
 #include <atomic>
 #include <random>
 
-#include "atomr/cluster/mpi_session.hpp"
 #include "atomr/local/cuda_check.hpp"
 #include "atomr/local/device/device.hpp"
 #include "fault_kernel.hpp"
 #include "gpu_test.hpp"
+#include "rank_gpu.hpp"
 
 namespace atomr::local {
 namespace {
 
 using namespace std::chrono_literals;
 
-int my_device() {
-  auto session = cluster::mpi_session::start(nullptr, nullptr);
-  const int count = static_cast<int>(probe_cuda_devices()->devices.size());
-  return session ? (*session)->identity().local_rank % count : 0;
-}
-
 TEST(GpuDeviceFault, KernelFaultMakesOldRefsStaleThenRebuildsOrStopsWithTheReason) {
   ATOMR_REQUIRE_GPUS(1);
   actor_system sys;
-  auto dev = device::start(sys, my_device(), device_kind::cuda).value();
+  auto dev = device::start(sys, test::rank_gpu(), device_kind::cuda).value();
   std::atomic<std::uint64_t> told{0};
   dev.state()->watch([&](std::uint64_t g) { told = g; });
   auto old = dev.allocate<std::int32_t>(1024).get().value();

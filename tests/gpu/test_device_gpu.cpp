@@ -5,22 +5,16 @@
 #include <random>
 
 #include "affine_kernel.hpp"
-#include "atomr/cluster/mpi_session.hpp"
 #include "atomr/local/cuda_check.hpp"
 #include "atomr/local/device/device.hpp"
 #include "gpu_test.hpp"
+#include "rank_gpu.hpp"
 #include "slow_fill_kernel.hpp"
 
 namespace atomr::local {
 namespace {
 
 using namespace std::chrono_literals;
-
-int my_device() {
-  auto session = cluster::mpi_session::start(nullptr, nullptr);
-  const int count = static_cast<int>(probe_cuda_devices()->devices.size());
-  return session ? (*session)->identity().local_rank % count : 0;
-}
 
 std::vector<std::int32_t> seeded(std::size_t n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -33,7 +27,7 @@ std::vector<std::int32_t> seeded(std::size_t n, unsigned seed) {
 TEST(GpuDevice, CopiesAndKernelsProduceExactValues) {
   ATOMR_REQUIRE_GPUS(1);
   actor_system sys;
-  auto dev = device::start(sys, my_device(), device_kind::cuda).value();
+  auto dev = device::start(sys, test::rank_gpu(), device_kind::cuda).value();
   constexpr std::size_t n = (1u << 22) + 5;
   const auto in = seeded(n, 20261122u + static_cast<unsigned>(dev.index()));
   auto a = dev.allocate<std::int32_t>(n).get().value();

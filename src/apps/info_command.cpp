@@ -7,6 +7,7 @@
 #include "atomr/cluster/rank_report.hpp"
 #include "atomr/common/tunables.hpp"
 #include "atomr/common/version.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "text_table.hpp"
 
@@ -70,17 +71,12 @@ int run_info(const std::string& program, const std::vector<std::string>& args) {
   po::options_description opts("atomr " + program + " options");
   opts.add_options()("help,h", "print this help");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
-  } catch (const po::error& e) {
-    return report_error(std::string(e.what()) + " (try 'atomr info --help')", 2);
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: atomr info\n"
-                 "Collective over all ranks: rank 0 prints each rank's node, local rank, devices\n"
-                 "(or the host device where no GPU is visible), library versions and tunables.\n\n"
-              << opts;
-    return 0;
+  if (auto done = parse_command_line(program, args, opts,
+                                     "usage: atomr info\n"
+                                     "Collective over all ranks: rank 0 prints each rank's node, local rank, devices\n"
+                                     "(or the host device where no GPU is visible), library versions and tunables.",
+                                     vm)) {
+    return *done;
   }
 
   auto session = cluster::mpi_session::start(nullptr, nullptr);

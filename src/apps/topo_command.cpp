@@ -10,6 +10,7 @@
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/local/topology/p2p_graph.hpp"
 #include "atomr/serialization/payload_codec.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
 
 namespace po = boost::program_options;
@@ -63,17 +64,13 @@ int run_topo(const std::string& program, const std::vector<std::string>& args) {
   po::options_description opts("atomr " + program + " options");
   opts.add_options()("help,h", "print this help")("json", "print JSON")("dot", "print Graphviz dot");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
-  } catch (const po::error& e) {
-    return report_error(std::string(e.what()) + " (try 'atomr topo --help')", 2);
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: atomr topo [--json | --dot]\n"
-                 "Collective over all ranks: rank 0 prints each rank's GPUs, their links (NVLink, PCIe,\n"
-                 "cross-socket), islands of direct peer access, and CPU/NUMA locality.\n\n"
-              << opts;
-    return 0;
+  if (auto done =
+          parse_command_line(program, args, opts,
+                             "usage: atomr topo [--json | --dot]\n"
+                             "Collective over all ranks: rank 0 prints each rank's GPUs, their links (NVLink, PCIe,\n"
+                             "cross-socket), islands of direct peer access, and CPU/NUMA locality.",
+                             vm)) {
+    return *done;
   }
   if (vm.count("json") && vm.count("dot")) return report_error("--json and --dot exclude each other", 2);
   const std::string format = vm.count("json") ? "json" : vm.count("dot") ? "dot" : "table";

@@ -9,6 +9,7 @@
 #include "bench/bench_actors.hpp"
 #include "bench/bench_p2p.hpp"
 #include "bench/bench_wire.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "text_table.hpp"
 
@@ -167,19 +168,15 @@ int run_bench(const std::string& program, const std::vector<std::string>& args) 
   po::positional_options_description positional;
   positional.add("name", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-  } catch (const po::error& e) {
-    return report_error(std::string(e.what()) + " (try 'atomr bench --help')", 2);
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: atomr bench <name> [--json]\n"
-                 "benchmarks:\n"
-                 "  wire    encode+decode of a gpu_token and of 64 B / 4 KiB envelopes vs memcpy\n"
-                 "  actors  tell throughput (1 and N producers), ask round trip and wake-up latency vs the raw queue\n"
-                 "  p2p     GPU-to-GPU copy bandwidth and latency vs cudaMemcpyPeerAsync (needs two GPUs)\n\n"
-              << opts;
-    return 0;
+  if (auto done = parse_command_line(
+          program, args, opts, all, positional,
+          "usage: atomr bench <name> [--json]\n"
+          "benchmarks:\n"
+          "  wire    encode+decode of a gpu_token and of 64 B / 4 KiB envelopes vs memcpy\n"
+          "  actors  tell throughput (1 and N producers), ask round trip and wake-up latency vs the raw queue\n"
+          "  p2p     GPU-to-GPU copy bandwidth and latency vs cudaMemcpyPeerAsync (needs two GPUs)",
+          vm)) {
+    return *done;
   }
   if (!vm.count("name")) return report_error("which benchmark? (try 'atomr bench --help')", 2);
   const auto name = vm["name"].as<std::string>();

@@ -1,0 +1,27 @@
+// Parsing a subcommand's arguments the same way everywhere: `--help` prints the usage text and the
+// options; a bad argument prints one error line with a hint.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace atomr::apps {
+
+// Returns the exit code if the command should end now (0 after --help, 2 after a usage error).
+// `all` holds the options to parse (the visible ones plus hidden ones, if any); `visible` is what
+// --help lists. The options must include "help".
+std::optional<int> parse_command_line(const std::string& program, const std::vector<std::string>& args,
+                                      const boost::program_options::options_description& visible,
+                                      const boost::program_options::options_description& all,
+                                      const boost::program_options::positional_options_description& positional,
+                                      const std::string& usage, boost::program_options::variables_map& vm);
+
+inline std::optional<int> parse_command_line(const std::string& program, const std::vector<std::string>& args,
+                                             const boost::program_options::options_description& options,
+                                             const std::string& usage, boost::program_options::variables_map& vm) {
+  return parse_command_line(program, args, options, options, {}, usage, vm);
+}
+
+}  // namespace atomr::apps

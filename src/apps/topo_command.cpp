@@ -9,7 +9,6 @@
 #include "atomr/cluster/gather.hpp"
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/local/topology/p2p_graph.hpp"
-#include "atomr/serialization/payload_codec.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
 
@@ -87,15 +86,9 @@ int run_topo(const std::string& program, const std::vector<std::string>& args) {
     mine.failure = graph.error_value().describe();
     report_error(mine.failure, 1);
   }
-  auto blobs = cluster::gather_bytes((*session)->world(), serialization::encode(mine));
-  if (!blobs) return report_error(blobs.error_value().describe(), 1);
-  std::vector<rank_topology> all;
-  for (const auto& b : *blobs) {
-    auto r = serialization::decode<rank_topology>(b, "rank_topology");
-    if (!r) return report_error(r.error_value().describe(), 1);
-    all.push_back(std::move(r).value());
-  }
-  if (mine.identity.world_rank == 0) print(all, format);
+  auto all = cluster::gather_values((*session)->world(), mine, "rank_topology");
+  if (!all) return report_error(all.error_value().describe(), 1);
+  if (mine.identity.world_rank == 0) print(*all, format);
   return mine.failure.empty() ? 0 : 1;
 }
 

@@ -5,7 +5,6 @@
 
 #include "atomr/cluster/gather.hpp"
 #include "atomr/cluster/versions.hpp"
-#include "atomr/serialization/payload_codec.hpp"
 
 namespace atomr::cluster {
 
@@ -26,15 +25,7 @@ result<rank_report> probe_rank_report(const node_identity& identity) {
 }
 
 result<std::vector<rank_report>> gather_rank_reports(MPI_Comm comm, const rank_report& mine) {
-  ATOMR_ASSIGN_OR_RETURN(auto blobs, gather_bytes(comm, serialization::encode(mine)));
-  std::vector<rank_report> out;
-  out.reserve(blobs.size());
-  for (std::size_t i = 0; i < blobs.size(); ++i) {
-    auto decoded = serialization::decode<rank_report>(blobs[i], "rank_report");
-    if (!decoded) return decoded.error_value().with_context("reading the report of rank " + std::to_string(i));
-    out.push_back(std::move(decoded).value());
-  }
-  return out;
+  return gather_values(comm, mine, "rank_report");
 }
 
 }  // namespace atomr::cluster

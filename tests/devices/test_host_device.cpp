@@ -112,6 +112,8 @@ TEST_F(HostDevice, SizeAndOwnershipMistakesAreInvalidArgument) {
   auto up = dev_.upload<float>(small, big).get();
   ASSERT_FALSE(up);
   EXPECT_EQ(up.error_value().code(), errc::invalid_argument);
+  EXPECT_EQ(up.error_value().message(),
+            "upload of 5 elements into buffer " + std::to_string(small.buffer_id()) + " of 4");
   auto down = dev_.download<float>(small, big).get();
   EXPECT_EQ(down.error_value().code(), errc::invalid_argument);
 

@@ -310,6 +310,13 @@ future<void> device::run(std::function<result<void>(const stream_context&)> work
   });
 }
 
+error detail::too_many_elements(std::string_view op, std::size_t count, std::string_view direction,
+                                std::uint64_t buffer, std::size_t size) {
+  return error(errc::invalid_argument, std::string(op) + " of " + std::to_string(count) + " elements " +
+                                           std::string(direction) + " buffer " + std::to_string(buffer) + " of " +
+                                           std::to_string(size));
+}
+
 std::vector<detail::write_ticket> detail::tickets_for(const std::vector<std::shared_ptr<buffer_block>>& written) {
   std::vector<write_ticket> out;
   out.reserve(written.size());

@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -35,6 +36,9 @@ struct write_ticket {
   std::uint64_t seq;
 };
 std::vector<write_ticket> tickets_for(const std::vector<std::shared_ptr<buffer_block>>& written);
+// "upload of 5 elements into buffer 7 of 4": an operation asked for more elements than the buffer has.
+error too_many_elements(std::string_view op, std::size_t count, std::string_view direction, std::uint64_t buffer,
+                        std::size_t size);
 
 struct alloc_op {
   std::size_t bytes;
@@ -209,9 +213,7 @@ template <device_element T>
 future<void> device::upload(const gpu_ref<T>& dst, std::span<const T> src) const {
   if (auto v = dst.validate(); !v) return failed(v.error_value());
   if (src.size() > dst.size()) {
-    return failed(error(errc::invalid_argument, "upload of " + std::to_string(src.size()) + " elements into buffer " +
-                                                    std::to_string(dst.buffer_id()) + " of " +
-                                                    std::to_string(dst.size())));
+    return failed(detail::too_many_elements("upload", src.size(), "into", dst.buffer_id(), dst.size()));
   }
   return send<void>([&](auto r) {
     return detail::copy_op{dst.block()->ptr, src.data(),
@@ -225,9 +227,7 @@ template <device_element T>
 future<void> device::download(const gpu_ref<T>& src, std::span<T> dst) const {
   if (auto v = src.validate(); !v) return failed(v.error_value());
   if (dst.size() > src.size()) {
-    return failed(error(errc::invalid_argument, "download of " + std::to_string(dst.size()) + " elements from buffer " +
-                                                    std::to_string(src.buffer_id()) + " of " +
-                                                    std::to_string(src.size())));
+    return failed(detail::too_many_elements("download", dst.size(), "from", src.buffer_id(), src.size()));
   }
   return send<void>([&](auto r) {
     return detail::copy_op{
@@ -249,9 +249,7 @@ future<void> device::copy(const gpu_ref<T>& dst, const gpu_ref<T>& src) const {
   if (auto v = dst.validate(); !v) return failed(v.error_value());
   if (auto v = src.validate(); !v) return failed(v.error_value());
   if (src.size() > dst.size()) {
-    return failed(error(errc::invalid_argument, "copy of " + std::to_string(src.size()) + " elements into buffer " +
-                                                    std::to_string(dst.buffer_id()) + " of " +
-                                                    std::to_string(dst.size())));
+    return failed(detail::too_many_elements("copy", src.size(), "into", dst.buffer_id(), dst.size()));
   }
   return send<void>([&](auto r) {
     return detail::copy_op{dst.block()->ptr,
@@ -269,9 +267,7 @@ future<void> device::copy_from_peer(const gpu_ref<T>& dst, const gpu_ref<T>& src
   if (auto v = dst.validate(); !v) return failed(v.error_value());
   if (auto v = src.validate(); !v) return failed(v.error_value());
   if (src.size() > dst.size()) {
-    return failed(error(errc::invalid_argument, "peer copy of " + std::to_string(src.size()) +
-                                                    " elements into buffer " + std::to_string(dst.buffer_id()) +
-                                                    " of " + std::to_string(dst.size())));
+    return failed(detail::too_many_elements("peer copy", src.size(), "into", dst.buffer_id(), dst.size()));
   }
   return send<void>([&](auto r) {
     return detail::peer_copy_op{

@@ -50,17 +50,61 @@ class device_actor final : public actor<device_msg> {
 
   void receive(device_msg& m) override {
     if (!backend_) return;  // stopping after a failed start: queued replies fail with "stopped"
-    std::visit(
-        [this](auto& op) {
-          recorded_event_.reset();
-          handle(op);
-          if constexpr (requires { op.writes; }) finish_writes(op.writes);
-        },
-        m);
+    if (!deferred_.empty() && !std::holds_alternative<detail::poll_op>(m)) {
+      deferred_.push_back(std::move(m));  // keeps the order of everything behind a waiting op
+    } else {
+      run(m);
+    }
     poll();
   }
 
  private:
+  // Runs an operation, or defers it while a write to one of its buffers, requested before it by
+  // another queue (a collective, another device), is not enqueued yet. Writes from other queues
+  // are waited for on the device (an event wait), never on the host.
+  void run(device_msg& m) {
+    const bool ran = std::visit(
+        [this](auto& op) {
+          if constexpr (requires { op.writes; }) {
+            std::vector<std::shared_ptr<void>> waits;
+            if (!marks_ready(op, waits)) return false;
+            for (const auto& e : waits) {
+              if (auto r = backend_->wait_event(e); !r) {
+                op.reply.fail(r.error_value());
+                finish_writes(op.writes);
+                return true;
+              }
+            }
+          }
+          recorded_event_.reset();
+          handle(op);
+          if constexpr (requires { op.writes; }) finish_writes(op.writes);
+          return true;
+        },
+        m);
+    if (!ran) deferred_.push_back(std::move(m));
+  }
+
+  template <typename Op>
+  bool marks_ready(const Op& op, std::vector<std::shared_ptr<void>>& waits) const {
+    auto need = [&](const buffer_block& b, std::uint64_t seq) {
+      if (seq == 0) return true;
+      const auto mark = b.mark_after(seq);
+      if (!mark) return false;
+      if (mark->event && mark->origin != this) waits.push_back(mark->event);
+      return true;
+    };
+    for (const auto& t : op.writes) {
+      if (!need(*t.block, t.seq - 1)) return false;
+    }
+    if constexpr (requires { op.reads; }) {
+      for (const auto& t : op.reads) {
+        if (!need(*t.block, t.seq)) return false;
+      }
+    }
+    return true;
+  }
+
   void handle(detail::alloc_op& op) {
     auto p = op.managed ? backend_->allocate_managed(op.bytes, op.attach) : backend_->allocate(op.bytes);
     if (!p) return fail_op(op.reply, p.error_value());
@@ -95,13 +139,7 @@ class device_actor final : public actor<device_msg> {
       return op.reply.fail(
           error(errc::invalid_argument, "peer copy between a host and a CUDA device; use download/upload"));
     }
-    const auto after_writes = op.src->event_after(op.src_writes);
-    if (!after_writes) {
-      // A write to src requested before this copy has not reached its device yet; retry shortly.
-      deferred_.push_back(std::move(op));
-      return;
-    }
-    if (auto r = backend_->wait_event(*after_writes); !r) return fail_op(op.reply, r.error_value());
+    // run() already made the stream wait for src's last write, recorded on its own device.
     if (auto r = backend_->copy_from_peer(op.dst->ptr, op.src->ptr, owner->device(), op.bytes); !r) {
       return fail_op(op.reply, r.error_value());
     }
@@ -195,7 +233,7 @@ class device_actor final : public actor<device_msg> {
 
   // Tells the written buffers their writes are enqueued (or refused), with the event if any.
   void finish_writes(const std::vector<detail::write_ticket>& writes) {
-    for (const auto& t : writes) t.block->write_enqueued(t.seq, recorded_event_);
+    for (const auto& t : writes) t.block->write_enqueued(t.seq, recorded_event_, this);
   }
 
   void enqueue_completion(reply_to<void> reply, std::vector<std::shared_ptr<buffer_block>> uses) {
@@ -217,10 +255,12 @@ class device_actor final : public actor<device_msg> {
     if (!deferred_.empty()) {
       auto waiting = std::move(deferred_);
       deferred_.clear();
-      for (auto& op : waiting) {
-        recorded_event_.reset();
-        handle(op);
-        finish_writes(op.writes);
+      for (auto& m : waiting) {
+        if (deferred_.empty()) {
+          run(m);
+        } else {
+          deferred_.push_back(std::move(m));
+        }
       }
     }
     while (!pending_.empty()) {
@@ -281,7 +321,7 @@ class device_actor final : public actor<device_msg> {
   std::unique_ptr<device_backend> backend_;
   std::unordered_map<void*, live_allocation> live_;
   std::deque<pending_op> pending_;
-  std::vector<detail::peer_copy_op> deferred_;
+  std::vector<device_msg> deferred_;
   std::shared_ptr<void> recorded_event_;
   std::deque<std::chrono::steady_clock::time_point> rebuilds_;
   bool poll_scheduled_ = false;
@@ -315,6 +355,13 @@ error detail::too_many_elements(std::string_view op, std::size_t count, std::str
   return error(errc::invalid_argument, std::string(op) + " of " + std::to_string(count) + " elements " +
                                            std::string(direction) + " buffer " + std::to_string(buffer) + " of " +
                                            std::to_string(size));
+}
+
+std::vector<detail::write_ticket> detail::reads_of(const std::vector<std::shared_ptr<buffer_block>>& read) {
+  std::vector<write_ticket> out;
+  out.reserve(read.size());
+  for (const auto& b : read) out.push_back({b, b->writes_requested()});
+  return out;
 }
 
 std::vector<detail::write_ticket> detail::tickets_for(const std::vector<std::shared_ptr<buffer_block>>& written) {

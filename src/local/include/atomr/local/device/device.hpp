@@ -36,6 +36,8 @@ struct write_ticket {
   std::uint64_t seq;
 };
 std::vector<write_ticket> tickets_for(const std::vector<std::shared_ptr<buffer_block>>& written);
+// For buffers an operation only reads: the writes requested before it, which it must wait for.
+std::vector<write_ticket> reads_of(const std::vector<std::shared_ptr<buffer_block>>& read);
 // "upload of 5 elements into buffer 7 of 4": an operation asked for more elements than the buffer has.
 error too_many_elements(std::string_view op, std::size_t count, std::string_view direction, std::uint64_t buffer,
                         std::size_t size);
@@ -60,6 +62,7 @@ struct copy_op {
   copy_direction direction;
   std::vector<std::shared_ptr<buffer_block>> uses;  // validated and kept alive until done
   std::vector<write_ticket> writes;
+  std::vector<write_ticket> reads;
   reply_to<void> reply;
 };
 struct fill_op {
@@ -78,8 +81,8 @@ struct peer_copy_op {
   std::shared_ptr<buffer_block> dst;  // on this device
   std::shared_ptr<buffer_block> src;  // on another device
   std::size_t bytes;
-  std::uint64_t src_writes;  // the writes to src requested before this copy
   std::vector<write_ticket> writes;
+  std::vector<write_ticket> reads;  // src, with the writes to it requested before this copy
   reply_to<void> reply;
 };
 struct free_op {
@@ -216,9 +219,13 @@ future<void> device::upload(const gpu_ref<T>& dst, std::span<const T> src) const
     return failed(detail::too_many_elements("upload", src.size(), "into", dst.buffer_id(), dst.size()));
   }
   return send<void>([&](auto r) {
-    return detail::copy_op{dst.block()->ptr, src.data(),
-                           src.size_bytes(), copy_direction::host_to_device,
-                           {dst.block()},    detail::tickets_for({dst.block()}),
+    return detail::copy_op{dst.block()->ptr,
+                           src.data(),
+                           src.size_bytes(),
+                           copy_direction::host_to_device,
+                           {dst.block()},
+                           detail::tickets_for({dst.block()}),
+                           {},
                            std::move(r)};
   });
 }
@@ -230,9 +237,14 @@ future<void> device::download(const gpu_ref<T>& src, std::span<T> dst) const {
     return failed(detail::too_many_elements("download", dst.size(), "from", src.buffer_id(), src.size()));
   }
   return send<void>([&](auto r) {
-    return detail::copy_op{
-        dst.data(), src.block()->ptr, dst.size_bytes(), copy_direction::device_to_host, {src.block()},
-        {},         std::move(r)};
+    return detail::copy_op{dst.data(),
+                           src.block()->ptr,
+                           dst.size_bytes(),
+                           copy_direction::device_to_host,
+                           {src.block()},
+                           {},
+                           detail::reads_of({src.block()}),
+                           std::move(r)};
   });
 }
 
@@ -258,6 +270,7 @@ future<void> device::copy(const gpu_ref<T>& dst, const gpu_ref<T>& src) const {
                            copy_direction::device_to_device,
                            {dst.block(), src.block()},
                            detail::tickets_for({dst.block()}),
+                           detail::reads_of({src.block()}),
                            std::move(r)};
   });
 }
@@ -271,7 +284,7 @@ future<void> device::copy_from_peer(const gpu_ref<T>& dst, const gpu_ref<T>& src
   }
   return send<void>([&](auto r) {
     return detail::peer_copy_op{
-        dst.block(), src.block(), src.bytes(), src.block()->writes_requested(), detail::tickets_for({dst.block()}),
+        dst.block(), src.block(), src.bytes(), detail::tickets_for({dst.block()}), detail::reads_of({src.block()}),
         std::move(r)};
   });
 }

@@ -41,16 +41,30 @@ struct buffer_block {
   // the device, never on the host. Type-erased events keep this header free of CUDA.
   std::uint64_t request_write() { return writes_requested_.fetch_add(1, std::memory_order_acq_rel) + 1; }
   std::uint64_t writes_requested() const { return writes_requested_.load(std::memory_order_acquire); }
-  void write_enqueued(std::uint64_t seq, const std::shared_ptr<void>& event) {
+  // `origin` names the stream (or other queue) the event was recorded on, so a reader on that
+  // same queue can skip the wait: its own order already covers it.
+  void write_enqueued(std::uint64_t seq, const std::shared_ptr<void>& event, const void* origin = nullptr) {
     std::lock_guard lock(write_mutex_);
-    if (event) last_write_ = event;
+    if (event) {
+      last_write_ = event;
+      last_origin_ = origin;
+    }
     if (seq > writes_enqueued_) writes_enqueued_ = seq;
   }
-  // The event to wait on for every write up to `seq`; empty optional while one is not enqueued yet.
-  std::optional<std::shared_ptr<void>> event_after(std::uint64_t seq) const {
+  struct write_mark {
+    std::shared_ptr<void> event;  // empty: nothing to wait on
+    const void* origin = nullptr;
+  };
+  // What to wait on for every write up to `seq`; empty optional while one is not enqueued yet.
+  std::optional<write_mark> mark_after(std::uint64_t seq) const {
     std::lock_guard lock(write_mutex_);
     if (writes_enqueued_ < seq) return std::nullopt;
-    return last_write_;
+    return write_mark{last_write_, last_origin_};
+  }
+  std::optional<std::shared_ptr<void>> event_after(std::uint64_t seq) const {
+    auto m = mark_after(seq);
+    if (!m) return std::nullopt;
+    return m->event;
   }
 
   buffer_block() = default;
@@ -65,6 +79,7 @@ struct buffer_block {
   mutable std::mutex write_mutex_;
   std::uint64_t writes_enqueued_ = 0;
   std::shared_ptr<void> last_write_;
+  const void* last_origin_ = nullptr;
 };
 
 // Why `block` may not be used now, or success.

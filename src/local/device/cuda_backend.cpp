@@ -13,41 +13,11 @@
 
 #include "atomr/common/context.hpp"
 #include "atomr/local/cuda_check.hpp"
+#include "atomr/local/device/cuda_events.hpp"
 #include "atomr/local/device/device_backend.hpp"
 
 namespace atomr::local {
 namespace {
-
-// Events are recycled: creating one per operation costs microseconds. An event returns here when
-// the last holder (a pending reply, a buffer's last write) lets go, from any thread. A rebuilt
-// context gets a fresh pool; events of the old context are destroyed with the old pool.
-class event_pool : public std::enable_shared_from_this<event_pool> {
- public:
-  ~event_pool() {
-    for (cudaEvent_t e : free_) cudaEventDestroy(e);
-  }
-  result<std::shared_ptr<void>> take() {
-    cudaEvent_t e = nullptr;
-    {
-      std::lock_guard lock(mutex_);
-      if (!free_.empty()) {
-        e = free_.back();
-        free_.pop_back();
-      }
-    }
-    if (e == nullptr) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming)));
-    return std::shared_ptr<void>(
-        e, [pool = shared_from_this()](void* ev) { pool->give_back(static_cast<cudaEvent_t>(ev)); });
-  }
-
- private:
-  void give_back(cudaEvent_t e) {
-    std::lock_guard lock(mutex_);
-    free_.push_back(e);
-  }
-  std::mutex mutex_;
-  std::vector<cudaEvent_t> free_;
-};
 
 // Waits on the device's completion events in order on its own thread and wakes the device actor
 // after each. (A host function in the stream would do the same but stalls the stream until the
@@ -127,7 +97,7 @@ class cuda_backend final : public device_backend {
       access.flags = cudaMemAccessFlagsProtReadWrite;
       ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemPoolSetAccess(pool, &access, 1)));
     }
-    events_ = std::make_shared<event_pool>();
+    events_ = std::make_shared<cuda_event_pool>();
     waiter_ = std::make_unique<completion_waiter>(index_);
     return ok();
   }
@@ -264,7 +234,7 @@ class cuda_backend final : public device_backend {
 
   int index_;
   cudaStream_t stream_ = nullptr;
-  std::shared_ptr<event_pool> events_;
+  std::shared_ptr<cuda_event_pool> events_;
   std::unique_ptr<completion_waiter> waiter_;
   std::set<int> peers_enabled_;
 };

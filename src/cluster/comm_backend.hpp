@@ -1,0 +1,80 @@
+// The internals shared by the world's engine and its two backends (not installed).
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "atomr/cluster/world.hpp"
+
+namespace atomr::cluster::detail {
+
+using clock = std::chrono::steady_clock;
+
+// One accepted collective, from submission until its future resolves.
+struct coll_request {
+  coll_spec spec;
+  std::size_t count = 0;  // resolved: elements per rank, as NCCL counts them
+  std::uint64_t seq = 0;  // 1, 2, ... in submission order, the same on every rank
+  clock::time_point deadline;
+  std::vector<local::detail::write_ticket> writes;  // recv blocks, with this request's write
+  std::vector<local::detail::write_ticket> reads;   // send-only blocks, with the writes before
+  promise<void> done;
+  std::shared_ptr<void> state;  // the backend's, while in flight
+  bool writes_published = false;
+
+  // "all_reduce #17 (4096 x f32, sum)"
+  std::string describe() const;
+  std::size_t bytes() const { return count * local::size_of(spec.type); }
+};
+
+// Per local member: events to wait on before the request's work.
+using member_waits = std::vector<std::vector<std::shared_ptr<void>>>;
+
+class comm_backend {
+ public:
+  virtual ~comm_backend() = default;
+  virtual world_backend kind() const = 0;
+  virtual int size() const = 0;
+  virtual int rank(std::size_t member) const = 0;
+  virtual std::size_t members() const = 0;
+  // The queue (stream) a member's work runs on: writes recorded there need no wait by it.
+  virtual const void* origin(std::size_t member) const = 0;
+
+  // Enqueues one request after `waits`. Afterwards `events(r)` holds, per member, the event
+  // after its work (empty where writes become visible only when test() says done).
+  virtual result<void> issue(coll_request& r, const member_waits& waits) = 0;
+  // Enqueues all_reduces of one type and reduction as one packed reduction.
+  virtual result<void> issue_packed(std::span<coll_request* const> batch, const member_waits& waits) = 0;
+  virtual std::vector<std::shared_ptr<void>> events(const coll_request& r) const = 0;
+  // True once the request's work has finished (and its results are in place).
+  virtual result<bool> test(coll_request& r) = 0;
+  // An error the communicator reported on its own (NCCL async errors); none on the host backend.
+  virtual std::optional<error> async_error() = 0;
+  // Stops the communicator; requests in flight never complete. Idempotent.
+  virtual void abort() = 0;
+  // Collective: the backend of the sub-world for `color` (nullptr for a negative color).
+  virtual result<std::unique_ptr<comm_backend>> split(int color, int key, clock::time_point deadline) = 0;
+};
+
+// Polls a nonblocking MPI request until it completes or `deadline` passes (then a timeout error
+// that names `what`; the request is left to MPI).
+result<void> wait_mpi(MPI_Request& request, clock::time_point deadline, const std::string& what);
+
+// The agreement every collective setup step ends with: each rank says whether it succeeded (and
+// why not); all ranks get the same verdict, naming the ranks that failed. Fails with a timeout
+// if a rank does not arrive by the deadline.
+result<void> agree(MPI_Comm comm, const result<void>& mine, clock::time_point deadline, const std::string& step);
+
+result<std::unique_ptr<comm_backend>> make_host_backend(MPI_Comm comm, clock::time_point deadline);
+#if ATOMR_HAVE_NCCL
+result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm comm, const std::vector<int>& devices,
+                                                        clock::time_point deadline);
+#endif
+
+}  // namespace atomr::cluster::detail

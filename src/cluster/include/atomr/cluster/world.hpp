@@ -1,0 +1,197 @@
+// world: the collectives of a group of ranks over one communicator. Each rank takes part with one
+// or several local devices ("members"); every member is one rank of the collective, numbered
+// rank by rank, then by member. Two backends share this API:
+//   nccl  CUDA devices; ncclCommInitRankConfig per member (nonblocking, inside one group), the
+//         ncclUniqueId broadcast over MPI from rank 0.
+//   host  host-kind devices; nonblocking MPI collectives. Used where no GPU is visible or when
+//         asked, and by CI.
+//
+// Every call validates its buffers first (stale, wrong device, sizes) and fails at once with
+// invalid_argument or stale_ref. Accepted requests are issued by the world's progress thread in
+// the order they were made; all ranks must make them in the same order. An operation waits, on
+// the device, for the last write to each buffer it reads or writes, and records its own write;
+// its future resolves when the device (or MPI) has finished. Do not write a buffer that a pending
+// collective reads: wait for its future first.
+//
+// Coalescing: small all_reduces (with the same type and reduction, not touching each other's
+// buffers) that are pending together are packed into one buffer, reduced once and unpacked. The
+// ranks agree on how many to pack with one small MPI exchange, so the packing never differs
+// between ranks.
+//
+// Watchdog: every request has a deadline. When one passes, or NCCL reports an asynchronous error,
+// the communicator is aborted and every pending request fails with an error naming the
+// operation, its sequence number, its size and the ranks involved; later calls fail at once with
+// the same error. Create a new world (on all ranks) to go on. A device context rebuild makes the
+// world fail the same way, so that all ranks rebuild it together.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "atomr/cluster/collective.hpp"
+#include "atomr/local/device/device.hpp"
+
+namespace atomr::cluster {
+
+using local::future;
+using local::promise;
+
+enum class world_backend { nccl, host };
+std::string_view to_string(world_backend b);
+
+struct world_options {
+  // Default: nccl when the members are CUDA devices, host when they are host devices.
+  std::optional<world_backend> backend{};
+  std::chrono::milliseconds init_timeout{60'000};  // ATOMR_COLL_INIT_TIMEOUT_MS
+  std::chrono::milliseconds op_timeout{120'000};   // ATOMR_COLL_TIMEOUT_MS: per request
+  // Exchange each request's signature (op, type, count, root) across ranks before issuing it, and
+  // fail with the first mismatch by rank instead of hanging. ATOMR_COLL_CHECK=1.
+  bool check = false;
+  // All_reduces of at most this many bytes may be packed together; 0 turns packing off.
+  std::size_t pack_limit = 64 * 1024;    // ATOMR_COLL_PACK_BYTES
+  std::size_t pack_capacity = 16 << 20;  // at most this many bytes in one packed all_reduce
+
+  // The defaults, with the ATOMR_COLL_* variables applied (a malformed one is an error).
+  static result<world_options> from_environment();
+};
+
+struct coll_params {
+  reduce_op op = reduce_op::sum;
+  int root = 0;           // broadcast/reduce: the root; send/recv: the peer (member i uses peer + i)
+  std::size_t count = 0;  // elements (per rank where the op splits); 0: derived from the buffers
+};
+
+// What a request is, as seen by error messages and the consistency check.
+struct coll_spec {
+  coll_kind kind = coll_kind::barrier;
+  local::dtype type = local::dtype::u8;
+  coll_params params{};
+  // One send and one recv block per local member (the same block when in place; empty for
+  // barrier, send has no recv, recv has no send).
+  std::vector<std::shared_ptr<local::buffer_block>> send{};
+  std::vector<std::shared_ptr<local::buffer_block>> recv{};
+};
+
+class world_engine;
+namespace detail {
+struct coll_request;
+}
+
+class world {
+ public:
+  // Collective over `comm` (every rank calls it, with the same backend). `members` are this
+  // rank's devices, all of one kind; the world keeps its own duplicate of `comm`. Fails on every
+  // rank, naming the ranks that failed, if any rank fails or does not arrive within init_timeout.
+  static result<std::unique_ptr<world>> create(MPI_Comm comm, std::vector<local::device> members,
+                                               world_options options);
+  ~world();
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+
+  world_backend backend() const noexcept;
+  int size() const noexcept;               // members in all ranks
+  int rank(std::size_t member = 0) const;  // the collective rank of a local member
+  std::size_t local_members() const noexcept;
+  const world_options& options() const noexcept;
+  // The error that failed the world (deadline, NCCL error, device rebuild), if any.
+  std::optional<error> failure() const;
+
+  // A sub-world of the members of the ranks that pass the same color, ordered by key
+  // (ncclCommSplit / MPI_Comm_split). Collective over this world; waits for pending requests.
+  result<std::unique_ptr<world>> split(int color, int key);
+
+  // One buffer per local member.
+  template <local::device_element T>
+  future<void> collective(coll_kind kind, std::span<const local::gpu_ref<T>> send,
+                          std::span<const local::gpu_ref<T>> recv, coll_params params = {}) const;
+
+  // One local member.
+  template <local::device_element T>
+  future<void> all_reduce(const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv, reduce_op op = reduce_op::sum,
+                          std::size_t count = 0) const {
+    return one(coll_kind::all_reduce, send, recv, {op, 0, count});
+  }
+  template <local::device_element T>
+  future<void> all_reduce(const local::gpu_ref<T>& buffer, reduce_op op = reduce_op::sum) const {
+    return one(coll_kind::all_reduce, buffer, buffer, {op, 0, 0});
+  }
+  template <local::device_element T>
+  future<void> broadcast(const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv, int root,
+                         std::size_t count = 0) const {
+    return one(coll_kind::broadcast, send, recv, {reduce_op::sum, root, count});
+  }
+  template <local::device_element T>
+  future<void> broadcast(const local::gpu_ref<T>& buffer, int root) const {
+    return one(coll_kind::broadcast, buffer, buffer, {reduce_op::sum, root, 0});
+  }
+  template <local::device_element T>
+  future<void> reduce(const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv, reduce_op op, int root,
+                      std::size_t count = 0) const {
+    return one(coll_kind::reduce, send, recv, {op, root, count});
+  }
+  // recv holds size() * count elements: member r's send lands at r * count.
+  template <local::device_element T>
+  future<void> all_gather(const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv, std::size_t count = 0) const {
+    return one(coll_kind::all_gather, send, recv, {reduce_op::sum, 0, count});
+  }
+  // send holds size() * count elements; member r gets the reduction of block r.
+  template <local::device_element T>
+  future<void> reduce_scatter(const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv,
+                              reduce_op op = reduce_op::sum, std::size_t count = 0) const {
+    return one(coll_kind::reduce_scatter, send, recv, {op, 0, count});
+  }
+  // Both hold size() * count elements; block p of send goes to member p, landing at block r.
+  template <local::device_element T>
+  future<void> all_to_all(const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv, std::size_t count = 0) const {
+    return one(coll_kind::all_to_all, send, recv, {reduce_op::sum, 0, count});
+  }
+  template <local::device_element T>
+  future<void> send(const local::gpu_ref<T>& buffer, int peer, std::size_t count = 0) const {
+    return one(coll_kind::send, buffer, {}, {reduce_op::sum, peer, count});
+  }
+  template <local::device_element T>
+  future<void> recv(const local::gpu_ref<T>& buffer, int peer, std::size_t count = 0) const {
+    return one(coll_kind::recv, {}, buffer, {reduce_op::sum, peer, count});
+  }
+  future<void> barrier() const;
+
+  // The type-erased entry every call above goes through.
+  future<void> submit(coll_spec spec) const;
+  // Submits several requests at once, in order: the progress thread sees them together, so
+  // small all_reduces among them are packed (when the other ranks also have them pending).
+  std::vector<future<void>> submit_all(std::vector<coll_spec> specs) const;
+
+  struct stats_snapshot {
+    std::uint64_t requests = 0;  // requests completed
+    std::uint64_t issues = 0;    // backend calls made for them (a packed group counts once)
+    std::uint64_t packed = 0;    // requests that went in a packed group
+  };
+  stats_snapshot stats() const;
+
+ private:
+  explicit world(std::shared_ptr<world_engine> engine);
+  result<std::unique_ptr<detail::coll_request>> make_request(coll_spec spec) const;
+  template <local::device_element T>
+  future<void> one(coll_kind kind, const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv,
+                   coll_params params) const {
+    return collective<T>(kind, std::span(&send, 1), std::span(&recv, 1), params);
+  }
+
+  std::shared_ptr<world_engine> engine_;
+};
+
+template <local::device_element T>
+future<void> world::collective(coll_kind kind, std::span<const local::gpu_ref<T>> send,
+                               std::span<const local::gpu_ref<T>> recv, coll_params params) const {
+  coll_spec spec{kind, local::dtype_of<T>::value, params, {}, {}};
+  for (const auto& s : send) spec.send.push_back(s.block());
+  for (const auto& r : recv) spec.recv.push_back(r.block());
+  return submit(std::move(spec));
+}
+
+}  // namespace atomr::cluster

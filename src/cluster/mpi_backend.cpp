@@ -1,0 +1,290 @@
+// The host backend: collectives over host-kind buffers with nonblocking MPI collectives, polled
+// by the progress thread. MPI has no f16/bf16 and no average: 16-bit floats reduce through user
+// ops that compute in float, and avg is a sum divided by the rank count when the data lands.
+#include <climits>
+#include <cstring>
+#include <mutex>
+
+#include "atomr/cluster/mpi_check.hpp"
+#include "atomr/local/device/half.hpp"
+#include "comm_backend.hpp"
+
+namespace atomr::cluster::detail {
+namespace {
+
+using local::bf16_to_float;
+using local::dtype;
+using local::f16_to_float;
+using local::float_to_bf16;
+using local::float_to_f16;
+
+template <float (*To)(std::uint16_t), std::uint16_t (*From)(float), typename F>
+void reduce16(void* in, void* inout, const int* len, F f) {
+  auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = From(f(To(a[i]), To(b[i])));
+}
+
+#define ATOMR_HALF_OPS(name, to, from)                                             \
+  void name##_sum(void* in, void* io, int* n, MPI_Datatype*) {                     \
+    reduce16<to, from>(in, io, n, [](float x, float y) { return x + y; });         \
+  }                                                                                \
+  void name##_prod(void* in, void* io, int* n, MPI_Datatype*) {                    \
+    reduce16<to, from>(in, io, n, [](float x, float y) { return x * y; });         \
+  }                                                                                \
+  void name##_min(void* in, void* io, int* n, MPI_Datatype*) {                     \
+    reduce16<to, from>(in, io, n, [](float x, float y) { return x < y ? x : y; }); \
+  }                                                                                \
+  void name##_max(void* in, void* io, int* n, MPI_Datatype*) {                     \
+    reduce16<to, from>(in, io, n, [](float x, float y) { return x > y ? x : y; }); \
+  }
+ATOMR_HALF_OPS(f16, f16_to_float, float_to_f16)
+ATOMR_HALF_OPS(bf16, bf16_to_float, float_to_bf16)
+#undef ATOMR_HALF_OPS
+
+// MPI ops for the 16-bit float types, created once per process (MPI frees them at finalize).
+struct half_ops {
+  MPI_Op op[2][4] = {};  // [f16, bf16][sum, prod, min, max]
+};
+result<const half_ops*> get_half_ops() {
+  static half_ops ops;
+  static std::once_flag once;
+  static result<void> made = ok();
+  std::call_once(once, [] {
+    MPI_User_function* fns[2][4] = {{f16_sum, f16_prod, f16_min, f16_max}, {bf16_sum, bf16_prod, bf16_min, bf16_max}};
+    for (int t = 0; t < 2 && made; ++t) {
+      for (int o = 0; o < 4 && made; ++o) made = ATOMR_MPI_CHECK(MPI_Op_create(fns[t][o], 1, &ops.op[t][o]));
+    }
+  });
+  if (!made) return made.error_value();
+  return &ops;
+}
+
+MPI_Datatype mpi_type(dtype t) {
+  switch (t) {
+    case dtype::i8: return MPI_INT8_T;
+    case dtype::u8: return MPI_UINT8_T;
+    case dtype::i32: return MPI_INT32_T;
+    case dtype::u32: return MPI_UINT32_T;
+    case dtype::i64: return MPI_INT64_T;
+    case dtype::u64: return MPI_UINT64_T;
+    case dtype::f16:
+    case dtype::bf16: return MPI_UINT16_T;
+    case dtype::f32: return MPI_FLOAT;
+    case dtype::f64: return MPI_DOUBLE;
+  }
+  return MPI_BYTE;
+}
+
+result<MPI_Op> mpi_op(dtype t, reduce_op op) {
+  const int index = op == reduce_op::prod ? 1 : op == reduce_op::min ? 2 : op == reduce_op::max ? 3 : 0;  // sum and avg
+  if (t == dtype::f16 || t == dtype::bf16) {
+    ATOMR_ASSIGN_OR_RETURN(const half_ops* ops, get_half_ops());
+    return ops->op[t == dtype::f16 ? 0 : 1][index];
+  }
+  constexpr MPI_Op k_ops[] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+  return k_ops[index];
+}
+
+template <typename T>
+void divide(void* p, std::size_t n, int by) {
+  auto* v = static_cast<T*>(p);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<T>(v[i] / static_cast<T>(by));
+}
+template <float (*To)(std::uint16_t), std::uint16_t (*From)(float)>
+void divide16(void* p, std::size_t n, int by) {
+  auto* v = static_cast<std::uint16_t*>(p);
+  for (std::size_t i = 0; i < n; ++i) v[i] = From(To(v[i]) / static_cast<float>(by));
+}
+
+// avg = sum / ranks, element by element, as NCCL computes it (integer types truncate).
+void divide_elements(dtype t, void* p, std::size_t n, int by) {
+  switch (t) {
+    case dtype::i8: return divide<std::int8_t>(p, n, by);
+    case dtype::u8: return divide<std::uint8_t>(p, n, by);
+    case dtype::i32: return divide<std::int32_t>(p, n, by);
+    case dtype::u32: return divide<std::uint32_t>(p, n, by);
+    case dtype::i64: return divide<std::int64_t>(p, n, by);
+    case dtype::u64: return divide<std::uint64_t>(p, n, by);
+    case dtype::f16: return divide16<f16_to_float, float_to_f16>(p, n, by);
+    case dtype::bf16: return divide16<bf16_to_float, float_to_bf16>(p, n, by);
+    case dtype::f32: return divide<float>(p, n, by);
+    case dtype::f64: return divide<double>(p, n, by);
+  }
+}
+
+struct host_state {
+  std::vector<MPI_Request> requests;
+  std::function<void()> finish;  // runs once, when the requests are done
+  bool finished = false;
+};
+
+constexpr int k_p2p_tag = 0x41544d;  // "ATM": atomr's send/recv on its own communicator
+
+class mpi_backend final : public comm_backend {
+ public:
+  mpi_backend(MPI_Comm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+  ~mpi_backend() override {
+    if (!aborted_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+  world_backend kind() const override { return world_backend::host; }
+  int size() const override { return size_; }
+  int rank(std::size_t) const override { return rank_; }
+  std::size_t members() const override { return 1; }
+  const void* origin(std::size_t) const override { return this; }
+
+  result<void> issue(coll_request& r, const member_waits&) override {
+    if (r.count > static_cast<std::size_t>(INT_MAX) / static_cast<std::size_t>(std::max(size_, 1))) {
+      return error(errc::invalid_argument,
+                   r.describe() + ": the host backend counts elements in MPI's int; " + "split the request");
+    }
+    auto st = std::make_shared<host_state>();
+    r.state = st;
+    const int n = static_cast<int>(r.count);
+    const MPI_Datatype t = mpi_type(r.spec.type);
+    const auto& p = r.spec.params;
+    void* send = r.spec.send.empty() || !r.spec.send[0] ? nullptr : r.spec.send[0]->ptr;
+    void* recv = r.spec.recv.empty() || !r.spec.recv[0] ? nullptr : r.spec.recv[0]->ptr;
+    const bool in_place = send != nullptr && send == recv;
+    MPI_Request q = MPI_REQUEST_NULL;
+    const auto bytes = r.bytes();
+    const auto type = r.spec.type;
+    const auto count = r.count;
+    switch (r.spec.kind) {
+      case coll_kind::all_reduce: {
+        ATOMR_ASSIGN_OR_RETURN(MPI_Op op, mpi_op(r.spec.type, p.op));
+        ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Iallreduce(in_place ? MPI_IN_PLACE : send, recv, n, t, op, comm_, &q)));
+        if (p.op == reduce_op::avg) st->finish = [=, this] { divide_elements(type, recv, count, size_); };
+        break;
+      }
+      case coll_kind::broadcast:
+        if (rank_ == p.root && !in_place) std::memcpy(recv, send, bytes);
+        ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Ibcast(recv, n, t, p.root, comm_, &q)));
+        break;
+      case coll_kind::reduce: {
+        ATOMR_ASSIGN_OR_RETURN(MPI_Op op, mpi_op(r.spec.type, p.op));
+        const bool root = rank_ == p.root;
+        ATOMR_TRY(
+            ATOMR_MPI_CHECK(MPI_Ireduce(root && in_place ? MPI_IN_PLACE : send, recv, n, t, op, p.root, comm_, &q)));
+        if (root && p.op == reduce_op::avg) {
+          st->finish = [=, this] { divide_elements(type, recv, count, size_); };
+        }
+        break;
+      }
+      case coll_kind::all_gather:
+        if (in_place) {
+          ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, n, t, comm_, &q)));
+        } else {
+          ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Iallgather(send, n, t, recv, n, t, comm_, &q)));
+        }
+        break;
+      case coll_kind::reduce_scatter: {
+        ATOMR_ASSIGN_OR_RETURN(MPI_Op op, mpi_op(r.spec.type, p.op));
+        ATOMR_TRY(
+            ATOMR_MPI_CHECK(MPI_Ireduce_scatter_block(in_place ? MPI_IN_PLACE : send, recv, n, t, op, comm_, &q)));
+        // In place, NCCL leaves rank r's block where it was (at r * count); MPI puts it first.
+        auto* out = static_cast<std::byte*>(recv) + (in_place ? bytes * static_cast<std::size_t>(rank_) : 0);
+        st->finish = [=, this, rop = p.op] {
+          if (in_place && rank_ != 0) std::memmove(out, recv, bytes);
+          if (rop == reduce_op::avg) divide_elements(type, out, count, size_);
+        };
+        break;
+      }
+      case coll_kind::all_to_all: ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Ialltoall(send, n, t, recv, n, t, comm_, &q))); break;
+      case coll_kind::send: ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Isend(send, n, t, p.root, k_p2p_tag, comm_, &q))); break;
+      case coll_kind::recv: ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Irecv(recv, n, t, p.root, k_p2p_tag, comm_, &q))); break;
+      case coll_kind::barrier: ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Ibarrier(comm_, &q))); break;
+    }
+    st->requests.push_back(q);
+    return ok();
+  }
+
+  result<void> issue_packed(std::span<coll_request* const> batch, const member_waits&) override {
+    const auto type = batch.front()->spec.type;
+    const auto op = batch.front()->spec.params.op;
+    const std::size_t elem = local::size_of(type);
+    std::size_t total = 0;
+    for (const auto* r : batch) total += r->count;
+    if (total > static_cast<std::size_t>(INT_MAX)) {
+      return error(errc::internal, "packed all_reduce larger than MPI's int count");
+    }
+    auto pack = std::make_shared<std::vector<std::byte>>(total * elem);
+    std::size_t offset = 0;
+    std::vector<std::pair<void*, std::size_t>> outs;  // recv pointer, offset in the pack
+    for (const auto* r : batch) {
+      std::memcpy(pack->data() + offset, r->spec.send[0]->ptr, r->bytes());
+      outs.emplace_back(r->spec.recv[0]->ptr, offset);
+      offset += r->bytes();
+    }
+    auto st = std::make_shared<host_state>();
+    ATOMR_ASSIGN_OR_RETURN(MPI_Op mop, mpi_op(type, op));
+    MPI_Request q = MPI_REQUEST_NULL;
+    ATOMR_TRY(ATOMR_MPI_CHECK(
+        MPI_Iallreduce(MPI_IN_PLACE, pack->data(), static_cast<int>(total), mpi_type(type), mop, comm_, &q)));
+    st->requests.push_back(q);
+    std::vector<std::size_t> sizes;
+    for (const auto* r : batch) sizes.push_back(r->bytes());
+    st->finish = [=, this] {
+      if (op == reduce_op::avg) divide_elements(type, pack->data(), total, size_);
+      for (std::size_t i = 0; i < outs.size(); ++i) std::memcpy(outs[i].first, pack->data() + outs[i].second, sizes[i]);
+    };
+    for (auto* r : batch) r->state = st;
+    return ok();
+  }
+
+  std::vector<std::shared_ptr<void>> events(const coll_request&) const override { return {}; }
+
+  result<bool> test(coll_request& r) override {
+    auto* st = static_cast<host_state*>(r.state.get());
+    if (st->finished) return true;
+    int done = 0;
+    ATOMR_TRY(ATOMR_MPI_CHECK(
+        MPI_Testall(static_cast<int>(st->requests.size()), st->requests.data(), &done, MPI_STATUSES_IGNORE)));
+    if (!done) return false;
+    if (st->finish) st->finish();
+    st->finished = true;
+    return true;
+  }
+
+  std::optional<error> async_error() override { return std::nullopt; }
+
+  // MPI cannot cancel a collective: the requests stay open and the communicator is left alone.
+  void abort() override { aborted_ = true; }
+
+  result<std::unique_ptr<comm_backend>> split(int color, int key, clock::time_point deadline) override {
+    // Every rank arrives first (bounded), so the blocking split below cannot hang.
+    ATOMR_TRY(agree(comm_, ok(), deadline, "splitting the world"));
+    MPI_Comm sub = MPI_COMM_NULL;
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub)));
+    if (sub == MPI_COMM_NULL) return std::unique_ptr<comm_backend>();
+    int rank = 0;
+    int size = 0;
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(sub, &rank)));
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(sub, &size)));
+    return std::unique_ptr<comm_backend>(new mpi_backend(sub, rank, size));
+  }
+
+ private:
+  MPI_Comm comm_;
+  int rank_;
+  int size_;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+result<std::unique_ptr<comm_backend>> make_host_backend(MPI_Comm comm, clock::time_point deadline) {
+  MPI_Comm data = MPI_COMM_NULL;
+  MPI_Request q = MPI_REQUEST_NULL;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_idup(comm, &data, &q)));
+  ATOMR_TRY(wait_mpi(q, deadline, "duplicating the communicator for the host backend"));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN)));
+  int rank = 0;
+  int size = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(data, &rank)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(data, &size)));
+  return std::unique_ptr<comm_backend>(new mpi_backend(data, rank, size));
+}
+
+}  // namespace atomr::cluster::detail

@@ -1,0 +1,388 @@
+// The NCCL backend: one communicator per local member (nonblocking, so the watchdog can abort
+// it), each with its own non-blocking stream. Requests wait on their buffers' last writes with
+// cudaStreamWaitEvent, run as NCCL calls (in one group when several calls make one request), and
+// record an event after themselves: that event is both their completion (polled by the
+// progress thread) and the "last write" later readers of their recv buffers wait on.
+#include <nccl.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "atomr/cluster/mpi_check.hpp"
+#include "atomr/cluster/nccl_check.hpp"
+#include "atomr/common/context.hpp"
+#include "atomr/local/cuda_check.hpp"
+#include "atomr/local/device/cuda_events.hpp"
+#include "batched_copy.hpp"
+#include "comm_backend.hpp"
+
+namespace atomr::cluster::detail {
+namespace {
+
+ncclDataType_t nccl_type(local::dtype t) {
+  switch (t) {
+    case local::dtype::i8: return ncclInt8;
+    case local::dtype::u8: return ncclUint8;
+    case local::dtype::i32: return ncclInt32;
+    case local::dtype::u32: return ncclUint32;
+    case local::dtype::i64: return ncclInt64;
+    case local::dtype::u64: return ncclUint64;
+    case local::dtype::f16: return ncclFloat16;
+    case local::dtype::bf16: return ncclBfloat16;
+    case local::dtype::f32: return ncclFloat32;
+    case local::dtype::f64: return ncclFloat64;
+  }
+  return ncclUint8;
+}
+
+ncclRedOp_t nccl_op(reduce_op op) {
+  switch (op) {
+    case reduce_op::sum: return ncclSum;
+    case reduce_op::prod: return ncclProd;
+    case reduce_op::min: return ncclMin;
+    case reduce_op::max: return ncclMax;
+    case reduce_op::avg: return ncclAvg;
+  }
+  return ncclSum;
+}
+
+struct member {
+  int device = -1;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  std::shared_ptr<local::cuda_event_pool> events;
+  int* scratch = nullptr;  // one int for barrier()
+};
+
+// Nonblocking communicators finish some calls in the background; wait for them, bounded.
+result<void> settle(const std::vector<member>& ms, clock::time_point deadline, const std::string& what) {
+  for (const auto& m : ms) {
+    while (true) {
+      ncclResult_t state = ncclSuccess;
+      ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommGetAsyncError(m.comm, &state)));
+      if (state == ncclSuccess) break;
+      if (state != ncclInProgress) {
+        return atomr::detail::nccl_failure(state, what.c_str(), __FILE__, __LINE__);
+      }
+      if (clock::now() >= deadline) {
+        return error(errc::timeout, what + " did not finish by its deadline on device " + std::to_string(m.device) +
+                                        " (a rank did not take part?)");
+      }
+      std::this_thread::yield();
+    }
+  }
+  return ok();
+}
+
+struct nccl_state {
+  std::vector<std::shared_ptr<void>> events;  // per member
+  std::vector<copy_desc> descs;               // packed: kept until done
+};
+
+class nccl_backend final : public comm_backend {
+ public:
+  nccl_backend(MPI_Comm control, std::vector<member> ms, int size)
+      : control_(control), members_(std::move(ms)), size_(size) {
+    for (auto& m : members_) {
+      int r = 0;
+      ncclCommUserRank(m.comm, &r);
+      ranks_.push_back(r);
+    }
+  }
+  ~nccl_backend() override {
+    for (auto& m : members_) {
+      cudaSetDevice(m.device);
+      if (!aborted_) {
+        cudaStreamSynchronize(m.stream);
+        ncclCommFinalize(m.comm);
+      }
+    }
+    if (!aborted_) (void)settle(members_, clock::now() + std::chrono::seconds(10), "ncclCommFinalize");
+    for (auto& m : members_) {
+      cudaSetDevice(m.device);
+      if (aborted_) {
+        ncclCommAbort(m.comm);
+      } else {
+        ncclCommDestroy(m.comm);
+      }
+      cudaFree(m.scratch);
+      cudaStreamDestroy(m.stream);
+    }
+  }
+
+  world_backend kind() const override { return world_backend::nccl; }
+  int size() const override { return size_; }
+  int rank(std::size_t m) const override { return ranks_[m]; }
+  std::size_t members() const override { return members_.size(); }
+  const void* origin(std::size_t m) const override { return members_[m].stream; }
+
+  result<void> issue(coll_request& r, const member_waits& waits) override {
+    ATOMR_TRY(wait_for(waits));
+    const auto t = nccl_type(r.spec.type);
+    const auto op = nccl_op(r.spec.params.op);
+    const std::size_t n = r.count;
+    const std::size_t bytes = r.bytes();
+    const bool grouped = members_.size() > 1 || r.spec.kind == coll_kind::all_to_all;
+    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      auto& m = members_[i];
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
+      auto* send = r.spec.send.empty() ? nullptr : static_cast<std::byte*>(r.spec.send[i]->ptr);
+      auto* recv = r.spec.recv.empty() ? nullptr : static_cast<std::byte*>(r.spec.recv[i]->ptr);
+      const bool in_place = send != nullptr && send == recv;
+      const int me = ranks_[i];
+      const int root = r.spec.params.root;
+      switch (r.spec.kind) {
+        case coll_kind::all_reduce:
+          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclAllReduce(send, recv, n, t, op, m.comm, m.stream)));
+          break;
+        case coll_kind::broadcast:
+          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclBroadcast(send, recv, n, t, root, m.comm, m.stream)));
+          break;
+        case coll_kind::reduce:
+          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclReduce(send, recv, n, t, op, root, m.comm, m.stream)));
+          break;
+        case coll_kind::all_gather:
+          if (in_place) send = recv + bytes * static_cast<std::size_t>(me);
+          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclAllGather(send, recv, n, t, m.comm, m.stream)));
+          break;
+        case coll_kind::reduce_scatter:
+          if (in_place) recv = send + bytes * static_cast<std::size_t>(me);
+          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclReduceScatter(send, recv, n, t, op, m.comm, m.stream)));
+          break;
+        case coll_kind::all_to_all:
+          for (int p = 0; p < size_; ++p) {
+            const auto off = bytes * static_cast<std::size_t>(p);
+            ATOMR_TRY(ATOMR_NCCL_CHECK(ncclSend(send + off, n, t, p, m.comm, m.stream)));
+            ATOMR_TRY(ATOMR_NCCL_CHECK(ncclRecv(recv + off, n, t, p, m.comm, m.stream)));
+          }
+          break;
+        case coll_kind::send:
+          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclSend(send, n, t, (root + static_cast<int>(i)) % size_, m.comm, m.stream)));
+          break;
+        case coll_kind::recv:
+          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclRecv(recv, n, t, (root + static_cast<int>(i)) % size_, m.comm, m.stream)));
+          break;
+        case coll_kind::barrier:
+          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclAllReduce(m.scratch, m.scratch, 1, ncclInt32, ncclSum, m.comm, m.stream)));
+          break;
+      }
+    }
+    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
+    auto st = std::make_shared<nccl_state>();
+    ATOMR_TRY(finish_issue(r.deadline, *st));
+    r.state = st;
+    return ok();
+  }
+
+  result<void> issue_packed(std::span<coll_request* const> batch, const member_waits& waits) override {
+    ATOMR_TRY(wait_for(waits));
+    auto& m = members_[0];
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
+    const auto type = batch.front()->spec.type;
+    std::size_t total = 0;
+    std::vector<std::size_t> offsets;
+    for (const auto* r : batch) {
+      offsets.push_back(total);
+      total += (r->bytes() + 15) / 16 * 16;  // 16-byte aligned slots keep the copies wide
+    }
+    auto st = std::make_shared<nccl_state>();
+    void* pack = nullptr;
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocAsync(&pack, total, m.stream)));
+    auto* base = static_cast<std::byte*>(pack);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      st->descs.push_back({batch[i]->spec.send[0]->ptr, base + offsets[i], batch[i]->bytes()});
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      st->descs.push_back({base + offsets[i], batch[i]->spec.recv[0]->ptr, batch[i]->bytes()});
+    }
+    void* descs = nullptr;
+    const auto desc_bytes = st->descs.size() * sizeof(copy_desc);
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocAsync(&descs, desc_bytes, m.stream)));
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemcpyAsync(descs, st->descs.data(), desc_bytes, cudaMemcpyHostToDevice, m.stream)));
+    const auto* d = static_cast<const copy_desc*>(descs);
+    const int k = static_cast<int>(batch.size());
+    ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d, k, m.stream)));
+    // The slots' padding is reduced too (garbage in, garbage out, never copied back).
+    const std::size_t elems = total / local::size_of(type);
+    ATOMR_TRY(ATOMR_NCCL_CHECK(
+        ncclAllReduce(pack, pack, elems, nccl_type(type), nccl_op(batch.front()->spec.params.op), m.comm, m.stream)));
+    ATOMR_TRY(finish_nccl(batch.front()->deadline));
+    ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d + k, k, m.stream)));
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(pack, m.stream)));
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(descs, m.stream)));
+    ATOMR_TRY(record(*st));
+    for (auto* r : batch) r->state = st;
+    return ok();
+  }
+
+  std::vector<std::shared_ptr<void>> events(const coll_request& r) const override {
+    return static_cast<const nccl_state*>(r.state.get())->events;
+  }
+
+  result<bool> test(coll_request& r) override {
+    const auto* st = static_cast<const nccl_state*>(r.state.get());
+    for (std::size_t i = 0; i < st->events.size(); ++i) {
+      const auto q = cudaEventQuery(static_cast<cudaEvent_t>(st->events[i].get()));
+      if (q == cudaErrorNotReady) return false;
+      if (q != cudaSuccess) {
+        context::scoped_device scope(members_[i].device);
+        return ATOMR_CUDA_CHECK(q).error_value();
+      }
+    }
+    return true;
+  }
+
+  std::optional<error> async_error() override {
+    if (aborted_) return std::nullopt;
+    for (const auto& m : members_) {
+      ncclResult_t state = ncclSuccess;
+      const auto r = ncclCommGetAsyncError(m.comm, &state);
+      if (r != ncclSuccess) return atomr::detail::nccl_failure(r, "ncclCommGetAsyncError", __FILE__, __LINE__);
+      if (state != ncclSuccess && state != ncclInProgress) {
+        context::scoped_device scope(m.device);
+        return atomr::detail::nccl_failure(state, "the NCCL communicator (asynchronous error)", __FILE__, __LINE__);
+      }
+    }
+    return std::nullopt;
+  }
+
+  void abort() override {
+    if (aborted_) return;
+    aborted_ = true;
+    for (auto& m : members_) {
+      cudaSetDevice(m.device);
+      ncclCommAbort(m.comm);
+      m.comm = nullptr;
+    }
+  }
+
+  result<std::unique_ptr<comm_backend>> split(int color, int key, clock::time_point deadline) override {
+    ATOMR_TRY(agree(control_, ok(), deadline, "splitting the world"));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    std::vector<member> subs(members_.size());
+    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
+    for (std::size_t i = 0; i < members_.size(); ++i) {
+      subs[i].device = members_[i].device;
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(members_[i].device)));
+      ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommSplit(members_[i].comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color,
+                                               key * static_cast<int>(members_.size()) + static_cast<int>(i),
+                                               &subs[i].comm, &config)));
+    }
+    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
+    if (color < 0) return std::unique_ptr<comm_backend>();
+    auto settled = settle(subs, deadline, "ncclCommSplit");
+    ATOMR_TRY(agree(control_, settled, deadline, "splitting the NCCL communicators"));
+    ATOMR_TRY(prepare(subs));
+    int count = 0;
+    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommCount(subs[0].comm, &count)));
+    return std::unique_ptr<comm_backend>(new nccl_backend(control_, std::move(subs), count));
+  }
+
+  // Streams, event pools and barrier scratch for communicators just made.
+  static result<void> prepare(std::vector<member>& ms) {
+    for (auto& m : ms) {
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking)));
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&m.scratch), sizeof(int))));
+      m.events = std::make_shared<local::cuda_event_pool>();
+    }
+    return ok();
+  }
+
+ private:
+  result<void> wait_for(const member_waits& waits) {
+    for (std::size_t i = 0; i < members_.size() && i < waits.size(); ++i) {
+      if (waits[i].empty()) continue;
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(members_[i].device)));
+      for (const auto& e : waits[i]) {
+        ATOMR_TRY(ATOMR_CUDA_CHECK(cudaStreamWaitEvent(members_[i].stream, static_cast<cudaEvent_t>(e.get()), 0)));
+      }
+    }
+    return ok();
+  }
+
+  // A nonblocking communicator may still be enqueuing (connection setup on first use): the
+  // event must come after the work, so wait for that first.
+  result<void> finish_nccl(clock::time_point deadline) { return settle(members_, deadline, "enqueuing an NCCL call"); }
+
+  result<void> record(nccl_state& st) {
+    for (auto& m : members_) {
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
+      ATOMR_ASSIGN_OR_RETURN(auto e, m.events->take());
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e.get()), m.stream)));
+      st.events.push_back(std::move(e));
+    }
+    return ok();
+  }
+
+  result<void> finish_issue(clock::time_point deadline, nccl_state& st) {
+    ATOMR_TRY(finish_nccl(deadline));
+    return record(st);
+  }
+
+  MPI_Comm control_;
+  std::vector<member> members_;
+  std::vector<int> ranks_;
+  int size_;
+  bool aborted_ = false;
+};
+
+}  // namespace
+
+result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const std::vector<int>& devices,
+                                                        clock::time_point deadline) {
+  int rank = 0;
+  int ranks = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(control, &rank)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(control, &ranks)));
+  // Member counts of all ranks: the collective rank of this rank's first member.
+  int mine = static_cast<int>(devices.size());
+  std::vector<int> counts(static_cast<std::size_t>(ranks));
+  {
+    MPI_Request q = MPI_REQUEST_NULL;
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Iallgather(&mine, 1, MPI_INT, counts.data(), 1, MPI_INT, control, &q)));
+    ATOMR_TRY(wait_mpi(q, deadline, "exchanging device counts"));
+  }
+  int first = 0;
+  for (int r = 0; r < rank; ++r) first += counts[static_cast<std::size_t>(r)];
+  int total = 0;
+  for (int c : counts) total += c;
+
+  ncclUniqueId id{};
+  const result<void> got_id = rank == 0 ? ATOMR_NCCL_CHECK(ncclGetUniqueId(&id)) : ok();
+  ATOMR_TRY(agree(control, got_id, deadline, "making the NCCL unique id"));
+  {
+    MPI_Request q = MPI_REQUEST_NULL;
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, control, &q)));
+    ATOMR_TRY(wait_mpi(q, deadline, "broadcasting the NCCL unique id"));
+  }
+
+  std::vector<member> ms(devices.size());
+  auto init = [&]() -> result<void> {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // so that a late rank is a timeout and the watchdog can abort
+    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      ms[i].device = devices[i];
+      context::scoped_device scope(devices[i]);
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(devices[i])));
+      ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommInitRankConfig(&ms[i].comm, total, id, first + static_cast<int>(i), &config)));
+    }
+    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
+    return settle(ms, deadline, "ncclCommInitRankConfig");
+  };
+  auto initialized = init();
+  if (!initialized) {
+    for (auto& m : ms) {
+      if (m.comm != nullptr) ncclCommAbort(m.comm);
+      m.comm = nullptr;
+    }
+  }
+  ATOMR_TRY(agree(control, initialized, deadline, "initializing NCCL"));
+  ATOMR_TRY(nccl_backend::prepare(ms));
+  return std::unique_ptr<comm_backend>(new nccl_backend(control, std::move(ms), total));
+}
+
+}  // namespace atomr::cluster::detail

@@ -1,0 +1,312 @@
+#include "atomr/cluster/world.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "atomr/cluster/mpi_check.hpp"
+#include "atomr/common/context.hpp"
+#include "atomr/common/log.hpp"
+#include "atomr/common/tunables.hpp"
+#include "world_engine.hpp"
+
+namespace atomr::cluster {
+namespace {
+
+using detail::clock;
+using local::buffer_block;
+
+constexpr tunable k_init_timeout{"coll_init_timeout_ms", "ATOMR_COLL_INIT_TIMEOUT_MS", "60000",
+                                 "deadline for creating a world (NCCL or host), ms"};
+constexpr tunable k_op_timeout{"coll_timeout_ms", "ATOMR_COLL_TIMEOUT_MS", "120000",
+                               "deadline of each collective, ms; the watchdog aborts the world after it"};
+constexpr tunable k_check{"coll_check", "ATOMR_COLL_CHECK", "0",
+                          "1: compare every collective across ranks first; report the first mismatch"};
+constexpr tunable k_pack{"coll_pack_bytes", "ATOMR_COLL_PACK_BYTES", "65536",
+                         "all_reduces up to this size may be packed together; 0 turns packing off"};
+
+result<std::chrono::milliseconds> positive_ms(const tunable& t) {
+  ATOMR_ASSIGN_OR_RETURN(const auto v, tunable_int(t));
+  if (v <= 0) return error(errc::invalid_argument, std::string(t.env) + " must be a positive number of milliseconds");
+  return std::chrono::milliseconds(v);
+}
+
+std::string where(const buffer_block& b) {
+  const auto s = b.state.lock();
+  return "buffer " + std::to_string(b.id) + " (device " + std::to_string(s ? s->device() : -1) + ")";
+}
+
+error too_small(const coll_spec& spec, const char* which, std::size_t have, std::size_t need) {
+  return error(errc::invalid_argument, std::string(to_string(spec.kind)) + ": the " + which + " buffer holds " +
+                                           std::to_string(have) + " elements, " + std::to_string(need) + " are needed");
+}
+
+}  // namespace
+
+std::string_view to_string(world_backend b) { return b == world_backend::nccl ? "nccl" : "host"; }
+
+result<world_options> world_options::from_environment() {
+  world_options o;
+  ATOMR_ASSIGN_OR_RETURN(o.init_timeout, positive_ms(k_init_timeout));
+  ATOMR_ASSIGN_OR_RETURN(o.op_timeout, positive_ms(k_op_timeout));
+  ATOMR_ASSIGN_OR_RETURN(const auto check, tunable_int(k_check));
+  o.check = check != 0;
+  ATOMR_ASSIGN_OR_RETURN(const auto pack, tunable_int(k_pack));
+  if (pack < 0) return error(errc::invalid_argument, "ATOMR_COLL_PACK_BYTES must not be negative");
+  o.pack_limit = static_cast<std::size_t>(pack);
+  return o;
+}
+
+world::world(std::shared_ptr<world_engine> engine) : engine_(std::move(engine)) {}
+world::~world() = default;
+
+world_backend world::backend() const noexcept { return engine_->backend().kind(); }
+int world::size() const noexcept { return engine_->backend().size(); }
+int world::rank(std::size_t member) const { return engine_->backend().rank(member); }
+std::size_t world::local_members() const noexcept { return engine_->members().size(); }
+const world_options& world::options() const noexcept { return engine_->options(); }
+std::optional<error> world::failure() const { return engine_->failure(); }
+
+result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::device> members, world_options options) {
+  const auto deadline = clock::now() + options.init_timeout;
+  // Each rank checks its own side first; then all agree, so that one rank's mistake is an error
+  // on every rank rather than a hang in the next step.
+  auto local_check = [&]() -> result<world_backend> {
+    if (members.empty()) return error(errc::invalid_argument, "a world needs at least one local device");
+    const auto kind = members.front().kind();
+    for (const auto& m : members) {
+      if (m.kind() != kind) return error(errc::invalid_argument, "the local devices of a world must be of one kind");
+    }
+    const auto backend =
+        options.backend.value_or(kind == local::device_kind::cuda ? world_backend::nccl : world_backend::host);
+    if (backend == world_backend::nccl && kind != local::device_kind::cuda) {
+      return error(errc::invalid_argument, "the nccl backend needs CUDA devices");
+    }
+    if (backend == world_backend::host && kind != local::device_kind::host) {
+      return error(errc::invalid_argument, "the host backend works on host devices; start host-kind devices");
+    }
+    if (backend == world_backend::host && members.size() != 1) {
+      return error(errc::invalid_argument, "the host backend takes one device per rank");
+    }
+#if !ATOMR_HAVE_NCCL
+    if (backend == world_backend::nccl) {
+      return error(errc::unavailable, "this build of atomr has no NCCL; use the host backend");
+    }
+#endif
+    return backend;
+  };
+  const auto checked = local_check();
+  MPI_Comm control = MPI_COMM_NULL;
+  {
+    MPI_Request q = MPI_REQUEST_NULL;
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_idup(comm, &control, &q)));
+    ATOMR_TRY(detail::wait_mpi(q, deadline, "duplicating the communicator for a world"));
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN)));
+  }
+  auto fail = [&](error e) -> error {
+    MPI_Comm_free(&control);
+    return e;
+  };
+  if (auto r =
+          detail::agree(control, checked ? ok() : result<void>(checked.error_value()), deadline, "creating a world");
+      !r) {
+    return fail(r.error_value());
+  }
+  // Every rank must pick the same backend.
+  int mine = static_cast<int>(*checked);
+  int lowest = 0;
+  int highest = 0;
+  {
+    MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    if (auto r = ATOMR_MPI_CHECK(MPI_Iallreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, control, &q[0])); !r) {
+      return fail(r.error_value());
+    }
+    if (auto r = ATOMR_MPI_CHECK(MPI_Iallreduce(&mine, &highest, 1, MPI_INT, MPI_MAX, control, &q[1])); !r) {
+      return fail(r.error_value());
+    }
+    for (auto& one : q) {
+      if (auto r = detail::wait_mpi(one, deadline, "comparing backends"); !r) return fail(r.error_value());
+    }
+  }
+  if (lowest != highest) {
+    return fail(error(errc::invalid_argument, "ranks chose different backends (nccl and host) for one world"));
+  }
+  result<std::unique_ptr<detail::comm_backend>> backend = error(errc::internal, "no backend");
+  if (*checked == world_backend::host) {
+    backend = detail::make_host_backend(control, deadline);
+  } else {
+#if ATOMR_HAVE_NCCL
+    std::vector<int> devices;
+    for (const auto& m : members) devices.push_back(m.index());
+    backend = detail::make_nccl_backend(control, devices, deadline);
+#endif
+  }
+  if (!backend) return fail(backend.error_value());
+  log::get("cluster")->debug("world of {} ({} backend) up; this rank's first member is {}", (*backend)->size(),
+                             to_string(*checked), (*backend)->rank(0));
+  auto engine = std::make_shared<world_engine>(control, std::move(backend).value(), std::move(members), options);
+  return std::unique_ptr<world>(new world(std::move(engine)));
+}
+
+result<std::unique_ptr<world>> world::split(int color, int key) {
+  std::unique_ptr<detail::comm_backend> sub;
+  MPI_Comm control = MPI_COMM_NULL;
+  const auto done = engine_->when_idle([&]() -> result<void> {
+    const auto deadline = clock::now() + engine_->options().init_timeout;
+    ATOMR_ASSIGN_OR_RETURN(sub, engine_->backend().split(color, key, deadline));
+    // Every rank has arrived (the backend's split agreed first), so this blocking split is bounded.
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_split(engine_->control(), color < 0 ? MPI_UNDEFINED : color, key, &control)));
+    return ok();
+  });
+  if (!done) return done.error_value();
+  if (!sub) return std::unique_ptr<world>();
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN)));
+  auto engine = std::make_shared<world_engine>(control, std::move(sub), engine_->members(), engine_->options());
+  return std::unique_ptr<world>(new world(std::move(engine)));
+}
+
+future<void> world::barrier() const { return submit(coll_spec{coll_kind::barrier, local::dtype::u8, {}, {}, {}}); }
+
+world::stats_snapshot world::stats() const { return engine_->stats(); }
+
+future<void> world::submit(coll_spec spec) const {
+  std::vector<coll_spec> one;
+  one.push_back(std::move(spec));
+  return submit_all(std::move(one)).front();
+}
+
+std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const {
+  std::vector<std::unique_ptr<detail::coll_request>> accepted;
+  std::vector<std::optional<future<void>>> refused(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    auto r = make_request(std::move(specs[i]));
+    if (r) {
+      accepted.push_back(std::move(r).value());
+    } else {
+      promise<void> p;
+      refused[i] = p.get_future();
+      p.set_error(r.error_value());
+    }
+  }
+  auto issued = engine_->submit_all(std::move(accepted));
+  std::vector<future<void>> out;
+  std::size_t next = 0;
+  for (auto& f : refused) out.push_back(f ? *f : issued[next++]);
+  return out;
+}
+
+result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec spec) const {
+  auto refuse = [](error e) { return e; };
+  const auto n = static_cast<std::size_t>(size());
+  const auto members = engine_->members().size();
+  const auto& p = spec.params;
+  const auto kind = spec.kind;
+  // Which buffers this kind uses.
+  const bool uses_send = kind != coll_kind::recv && kind != coll_kind::barrier;
+  const bool uses_recv = kind != coll_kind::send && kind != coll_kind::barrier;
+  if (!uses_send) spec.send.clear();
+  if (!uses_recv) spec.recv.clear();
+  if ((uses_send && spec.send.size() != members) || (uses_recv && spec.recv.size() != members)) {
+    return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": this world has " +
+                                                    std::to_string(members) +
+                                                    " local device(s); pass one buffer each"));
+  }
+  if ((kind == coll_kind::broadcast || kind == coll_kind::reduce || kind == coll_kind::send ||
+       kind == coll_kind::recv) &&
+      (p.root < 0 || static_cast<std::size_t>(p.root) >= n)) {
+    return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": rank " + std::to_string(p.root) +
+                                                    " is not in this world of " + std::to_string(n)));
+  }
+  auto r = std::make_unique<detail::coll_request>();
+  for (std::size_t m = 0; m < members; ++m) {
+    const auto& device_state = engine_->members()[m].state();
+    for (const auto* list : {&spec.send, &spec.recv}) {
+      if (list->empty()) continue;
+      const auto& b = (*list)[m];
+      if (!b) return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": empty gpu_ref"));
+      if (auto v = local::validate_block(*b); !v) return refuse(v.error_value());
+      if (b->state.lock() != device_state) {
+        return refuse(error(errc::invalid_argument,
+                            std::string(to_string(kind)) + ": " + where(*b) + " is not on local device " +
+                                std::to_string(engine_->members()[m].index()) + " (member " + std::to_string(m) + ")"));
+      }
+      if (b->type != spec.type) {
+        return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": " + where(*b) + " holds " +
+                                                        std::string(local::to_string(b->type)) + ", not " +
+                                                        std::string(local::to_string(spec.type))));
+      }
+    }
+    // Sizes: `count` is per rank, as NCCL counts it.
+    const std::size_t elem = local::size_of(spec.type);
+    const std::size_t send_n = spec.send.empty() ? 0 : spec.send[m]->bytes / elem;
+    const std::size_t recv_n = spec.recv.empty() ? 0 : spec.recv[m]->bytes / elem;
+    std::size_t count = p.count;
+    const bool in_place = !spec.send.empty() && !spec.recv.empty() && spec.send[m] == spec.recv[m];
+    const bool is_root =
+        kind != coll_kind::send && kind != coll_kind::recv && static_cast<int>(engine_->backend().rank(m)) == p.root;
+    switch (kind) {
+      case coll_kind::all_reduce:
+        if (count == 0) count = send_n;
+        if (send_n < count) return refuse(too_small(spec, "send", send_n, count));
+        if (recv_n < count) return refuse(too_small(spec, "recv", recv_n, count));
+        break;
+      case coll_kind::broadcast:
+        if (count == 0) count = recv_n;
+        if (recv_n < count) return refuse(too_small(spec, "recv", recv_n, count));
+        if (is_root && send_n < count) return refuse(too_small(spec, "send", send_n, count));
+        break;
+      case coll_kind::reduce:
+        if (count == 0) count = send_n;
+        if (send_n < count) return refuse(too_small(spec, "send", send_n, count));
+        if (is_root && recv_n < count) return refuse(too_small(spec, "recv", recv_n, count));
+        break;
+      case coll_kind::all_gather:
+        if (count == 0) count = in_place ? recv_n / n : send_n;
+        if (!in_place && send_n < count) return refuse(too_small(spec, "send", send_n, count));
+        if (recv_n < count * n) return refuse(too_small(spec, "recv", recv_n, count * n));
+        break;
+      case coll_kind::reduce_scatter:
+        if (count == 0) count = in_place ? send_n / n : recv_n;
+        if (send_n < count * n) return refuse(too_small(spec, "send", send_n, count * n));
+        if (!in_place && recv_n < count) return refuse(too_small(spec, "recv", recv_n, count));
+        break;
+      case coll_kind::all_to_all:
+        if (in_place) {
+          return refuse(error(errc::invalid_argument, "all_to_all cannot run in place; pass two buffers"));
+        }
+        if (count == 0) count = send_n / n;
+        if (send_n < count * n) return refuse(too_small(spec, "send", send_n, count * n));
+        if (recv_n < count * n) return refuse(too_small(spec, "recv", recv_n, count * n));
+        break;
+      case coll_kind::send:
+        if (count == 0) count = send_n;
+        if (send_n < count) return refuse(too_small(spec, "send", send_n, count));
+        break;
+      case coll_kind::recv:
+        if (count == 0) count = recv_n;
+        if (recv_n < count) return refuse(too_small(spec, "recv", recv_n, count));
+        break;
+      case coll_kind::barrier: count = 1; break;
+    }
+    if (count == 0) {
+      return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + " of 0 elements"));
+    }
+    if (m > 0 && count != r->count) {
+      return refuse(error(errc::invalid_argument,
+                          std::string(to_string(kind)) + ": the local devices' buffers give different counts"));
+    }
+    r->count = count;
+  }
+  // Hazards: the request waits for earlier writes to everything it touches, and is one write
+  // to its recv buffers.
+  std::set<const buffer_block*> written;
+  for (const auto& b : spec.recv) {
+    if (written.insert(b.get()).second) r->writes.push_back({b, b->request_write()});
+  }
+  for (const auto& b : spec.send) {
+    if (!written.count(b.get())) r->reads.push_back({b, b->writes_requested()});
+  }
+  r->spec = std::move(spec);
+  return r;
+}
+
+}  // namespace atomr::cluster

@@ -1,0 +1,433 @@
+#include "world_engine.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "atomr/cluster/mpi_check.hpp"
+#include "atomr/common/log.hpp"
+
+namespace atomr::cluster {
+namespace {
+
+using detail::clock;
+using detail::coll_request;
+
+// What ranks compare before a request, when checking or packing: 32 bytes each.
+struct signature {
+  std::uint64_t seq = 0;
+  std::uint64_t count = 0;
+  std::int32_t root = 0;
+  std::uint8_t kind = 0;
+  std::uint8_t type = 0;
+  std::uint8_t op = 0;
+  std::uint8_t pad = 0;
+  std::int32_t packable = 0;  // how many requests from this one on the rank could pack now
+  std::int32_t pad2 = 0;
+};
+static_assert(sizeof(signature) == 32);
+
+bool reduces(coll_kind k) {
+  return k == coll_kind::all_reduce || k == coll_kind::reduce || k == coll_kind::reduce_scatter;
+}
+
+std::string describe(const signature& s) {
+  std::string out = std::string(to_string(static_cast<coll_kind>(s.kind))) + " #" + std::to_string(s.seq) + " of " +
+                    std::to_string(s.count) + " x " + std::string(local::to_string(static_cast<local::dtype>(s.type)));
+  if (reduces(static_cast<coll_kind>(s.kind))) out += " (" + std::string(to_string(static_cast<reduce_op>(s.op))) + ")";
+  const auto k = static_cast<coll_kind>(s.kind);
+  if (k == coll_kind::broadcast || k == coll_kind::reduce) out += " root " + std::to_string(s.root);
+  return out;
+}
+
+bool same_request(const signature& a, const signature& b) {
+  return a.seq == b.seq && a.count == b.count && a.kind == b.kind && a.type == b.type &&
+         (!reduces(static_cast<coll_kind>(a.kind)) || a.op == b.op) &&
+         (static_cast<coll_kind>(a.kind) == coll_kind::send || static_cast<coll_kind>(a.kind) == coll_kind::recv ||
+          a.root == b.root);
+}
+
+// Send and recv pair up by rank, so their signatures legitimately differ; compare the rest.
+bool point_to_point(const signature& s) {
+  const auto k = static_cast<coll_kind>(s.kind);
+  return k == coll_kind::send || k == coll_kind::recv;
+}
+
+}  // namespace
+
+std::string detail::coll_request::describe() const {
+  std::string out = std::string(to_string(spec.kind)) + " #" + std::to_string(seq);
+  if (spec.kind == coll_kind::barrier) return out;
+  out += " (" + std::to_string(count) + " x " + std::string(local::to_string(spec.type));
+  if (reduces(spec.kind)) out += ", " + std::string(to_string(spec.params.op));
+  if (spec.kind == coll_kind::broadcast || spec.kind == coll_kind::reduce) {
+    out += ", root " + std::to_string(spec.params.root);
+  }
+  if (spec.kind == coll_kind::send || spec.kind == coll_kind::recv) {
+    out += ", peer " + std::to_string(spec.params.root);
+  }
+  return out + ")";
+}
+
+struct world_engine::exchange {
+  signature mine;
+  std::vector<signature> all;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backend> backend,
+                           std::vector<local::device> members, world_options options)
+    : control_(control), backend_(std::move(backend)), members_(std::move(members)), options_(options) {
+  for (const auto& m : members_) {
+    watches_.push_back(m.state()->watch([this, device = m.index()](std::uint64_t generation) {
+      fail_from_outside(error(errc::aborted, "device " + std::to_string(device) + " was rebuilt (generation " +
+                                                 std::to_string(generation) +
+                                                 "); every rank must create the world again"));
+    }));
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+world_engine::~world_engine() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  for (std::size_t i = 0; i < members_.size(); ++i) members_[i].state()->unwatch(watches_[i]);
+  if (failure_) {
+    // A request may still be open on the aborted communicators; MPI must not free them under it.
+    return;
+  }
+  if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
+}
+
+std::optional<error> world_engine::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+future<void> world_engine::submit(std::unique_ptr<coll_request> r) {
+  std::vector<std::unique_ptr<coll_request>> one;
+  one.push_back(std::move(r));
+  return submit_all(std::move(one)).front();
+}
+
+std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<coll_request>> rs) {
+  std::vector<future<void>> out;
+  out.reserve(rs.size());
+  {
+    std::lock_guard lock(mutex_);
+    const auto deadline = clock::now() + options_.op_timeout;
+    for (auto& r : rs) {
+      out.push_back(r->done.get_future());
+      if (failure_) {
+        r->done.set_error(error(errc::aborted, "the world failed earlier: " + failure_->message()));
+        continue;
+      }
+      r->seq = next_seq_++;
+      r->deadline = deadline;
+      inbox_.push_back(std::move(r));
+    }
+  }
+  wake_.notify_one();
+  return out;
+}
+
+world::stats_snapshot world_engine::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+result<void> world_engine::when_idle(std::function<result<void>()> f) {
+  promise<void> p;
+  auto done = p.get_future();
+  {
+    std::lock_guard lock(mutex_);
+    if (failure_) return error(errc::aborted, "the world failed earlier: " + failure_->message());
+    idle_tasks_.push_back(
+        [f = std::move(f), p = std::make_shared<promise<void>>(std::move(p))] { p->set_result(f()); });
+  }
+  wake_.notify_one();
+  return done.get();
+}
+
+void world_engine::fail_from_outside(error e) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!outside_failure_) outside_failure_ = std::move(e);
+  }
+  wake_.notify_one();
+}
+
+void world_engine::run() {
+  int idle_rounds = 0;
+  while (true) {
+    std::deque<std::function<void()>> tasks;
+    {
+      std::unique_lock lock(mutex_);
+      const bool busy = !queue_.empty() || !in_flight_.empty() || exchange_;
+      if (!busy && inbox_.empty() && !outside_failure_) {
+        if (stopping_) return;
+        if (idle_tasks_.empty()) {
+          wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !idle_tasks_.empty() || outside_failure_; });
+        }
+        if (inbox_.empty()) tasks.swap(idle_tasks_);
+      } else if (idle_rounds > 64 && inbox_.empty() && !outside_failure_) {
+        // Work is on the device: poll it often at first, then back off to at most 200 us.
+        const auto pause = std::chrono::microseconds(std::min(200, 2 * (idle_rounds - 64)));
+        wake_.wait_for(lock, pause, [&] { return !inbox_.empty() || outside_failure_.has_value(); });
+      }
+    }
+    for (auto& t : tasks) t();
+    const auto before = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr);
+    take_inbox();
+    issue_ready();
+    complete_finished();
+    check_health();
+    const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr);
+    idle_rounds = before == after ? idle_rounds + 1 : 0;
+    if (idle_rounds <= 64) std::this_thread::yield();
+  }
+}
+
+void world_engine::take_inbox() {
+  std::lock_guard lock(mutex_);
+  while (!inbox_.empty()) {
+    queue_.push_back(std::move(inbox_.front()));
+    inbox_.pop_front();
+  }
+}
+
+std::size_t world_engine::member_of(const std::shared_ptr<local::buffer_block>& b) const {
+  const auto s = b->state.lock();
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    if (members_[i].state() == s) return i;
+  }
+  return 0;
+}
+
+bool world_engine::ready(const coll_request& r, detail::member_waits& waits) const {
+  waits.assign(members_.size(), {});
+  auto need = [&](const local::detail::write_ticket& t, std::uint64_t upto) {
+    if (upto == 0) return true;
+    const auto mark = t.block->mark_after(upto);
+    if (!mark) return false;
+    const auto m = member_of(t.block);
+    if (mark->event && mark->origin != backend_->origin(m)) waits[m].push_back(mark->event);
+    return true;
+  };
+  for (const auto& t : r.writes) {
+    if (!need(t, t.seq - 1)) return false;
+  }
+  for (const auto& t : r.reads) {
+    if (!need(t, t.seq)) return false;
+  }
+  return true;
+}
+
+bool world_engine::packable(const coll_request& r) const {
+  return r.spec.kind == coll_kind::all_reduce && options_.pack_limit > 0 && r.bytes() <= options_.pack_limit &&
+         backend_->members() == 1;
+}
+
+std::size_t world_engine::packable_prefix() const {
+  const auto& head = *queue_.front();
+  std::set<const void*> written;
+  std::set<const void*> read;
+  std::size_t n = 0;
+  std::size_t bytes = 0;
+  detail::member_waits waits;
+  for (const auto& r : queue_) {
+    if (!packable(*r) || r->spec.type != head.spec.type || r->spec.params.op != head.spec.params.op) break;
+    if (n > 0 && bytes + r->bytes() > options_.pack_capacity) break;
+    if (!ready(*r, waits)) break;
+    const void* s = r->spec.send[0].get();
+    const void* d = r->spec.recv[0].get();
+    // Requests that touch each other's buffers must run one after the other.
+    if (written.count(s) || written.count(d) || read.count(d)) break;
+    written.insert(d);
+    read.insert(s);
+    bytes += r->bytes();
+    ++n;
+  }
+  return std::max<std::size_t>(n, 1);
+}
+
+void world_engine::issue_ready() {
+  while (!failure_) {
+    if (exchange_) {
+      int done = 0;
+      if (auto r = ATOMR_MPI_CHECK(MPI_Test(&exchange_->request, &done, MPI_STATUS_IGNORE)); !r) {
+        return fail_world(r.error_value().with_context("comparing requests across ranks"), queue_.front().get());
+      }
+      if (!done) return;
+      finish_exchange();
+      continue;
+    }
+    if (queue_.empty() || !start_issue()) return;
+  }
+}
+
+bool world_engine::start_issue() {
+  auto& head = *queue_.front();
+  detail::member_waits waits;
+  if (!ready(head, waits)) return false;
+  if (!options_.check && !packable(head)) {
+    issue_batch(1);
+    return true;
+  }
+  exchange_ = std::make_unique<exchange>();
+  auto& s = exchange_->mine;
+  s.seq = head.seq;
+  s.count = head.count;
+  s.root = head.spec.params.root;
+  s.kind = static_cast<std::uint8_t>(head.spec.kind);
+  s.type = static_cast<std::uint8_t>(head.spec.type);
+  s.op = static_cast<std::uint8_t>(head.spec.params.op);
+  s.packable = packable(head) ? static_cast<std::int32_t>(packable_prefix()) : 1;
+  exchange_->all.resize(static_cast<std::size_t>(backend_->size() / static_cast<int>(backend_->members())));
+  if (auto r = ATOMR_MPI_CHECK(MPI_Iallgather(&exchange_->mine, sizeof(signature), MPI_BYTE, exchange_->all.data(),
+                                              sizeof(signature), MPI_BYTE, control_, &exchange_->request));
+      !r) {
+    exchange_.reset();
+    fail_world(r.error_value().with_context("comparing requests across ranks"), &head);
+  }
+  return true;
+}
+
+void world_engine::finish_exchange() {
+  const auto ex = std::move(exchange_);
+  const auto& head = *queue_.front();
+  if (options_.check) {
+    for (std::size_t r = 0; r < ex->all.size(); ++r) {
+      const auto& theirs = ex->all[r];
+      if (point_to_point(ex->mine) && point_to_point(theirs)) continue;
+      if (same_request(ex->mine, theirs)) continue;
+      return fail_world(
+          error(errc::invalid_argument, "ranks issued different collectives: this rank issued " + describe(ex->mine) +
+                                            ", rank " + std::to_string(r) + " issued " + describe(theirs)),
+          &head);
+    }
+  }
+  std::int32_t agreed = ex->mine.packable;
+  for (const auto& s : ex->all) agreed = std::min(agreed, s.packable);
+  issue_batch(static_cast<std::size_t>(std::max(agreed, 1)));
+}
+
+void world_engine::issue_batch(std::size_t n) {
+  std::vector<std::unique_ptr<coll_request>> batch;
+  detail::member_waits waits(members_.size());
+  for (std::size_t i = 0; i < n && !queue_.empty(); ++i) {
+    detail::member_waits mine;
+    ready(*queue_.front(), mine);
+    for (std::size_t m = 0; m < mine.size(); ++m) waits[m].insert(waits[m].end(), mine[m].begin(), mine[m].end());
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  result<void> issued = ok();
+  if (batch.size() == 1) {
+    issued = backend_->issue(*batch.front(), waits);
+  } else {
+    std::vector<coll_request*> raw;
+    for (auto& r : batch) raw.push_back(r.get());
+    issued = backend_->issue_packed(raw, waits);
+  }
+  if (!issued) {
+    // The communicator may be half-way through a call: the world cannot go on safely.
+    in_flight_.insert(in_flight_.end(), std::make_move_iterator(batch.begin()), std::make_move_iterator(batch.end()));
+    return fail_world(issued.error_value().with_context("issuing " + in_flight_.back()->describe()),
+                      in_flight_.back().get());
+  }
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.issues;
+    if (batch.size() > 1) stats_.packed += batch.size();
+  }
+  for (auto& r : batch) {
+    const auto events = backend_->events(*r);
+    if (!events.empty()) publish_writes(*r, events);
+    in_flight_.push_back(std::move(r));
+  }
+}
+
+void world_engine::publish_writes(coll_request& r, const std::vector<std::shared_ptr<void>>& events) {
+  for (const auto& t : r.writes) {
+    const auto m = member_of(t.block);
+    t.block->write_enqueued(t.seq, m < events.size() ? events[m] : nullptr, backend_->origin(m));
+  }
+  r.writes_published = true;
+}
+
+void world_engine::complete_finished() {
+  while (!in_flight_.empty() && !failure_) {
+    auto& r = *in_flight_.front();
+    auto finished = backend_->test(r);
+    if (!finished) return fail_world(finished.error_value().with_context("waiting for " + r.describe()), &r);
+    if (!*finished) return;
+    if (!r.writes_published) publish_writes(r, {});
+    {
+      std::lock_guard lock(mutex_);
+      ++stats_.requests;
+    }
+    r.done.set_value();
+    in_flight_.pop_front();
+  }
+}
+
+void world_engine::check_health() {
+  if (failure_) return;
+  {
+    std::unique_lock lock(mutex_);
+    if (outside_failure_) {
+      auto e = std::move(*outside_failure_);
+      outside_failure_.reset();
+      lock.unlock();
+      return fail_world(e, nullptr);
+    }
+  }
+  if (auto e = backend_->async_error()) return fail_world(*e, in_flight_.empty() ? nullptr : in_flight_.front().get());
+  const auto now = clock::now();
+  const coll_request* oldest = !in_flight_.empty() ? in_flight_.front().get()
+                               : !queue_.empty()   ? queue_.front().get()
+                                                   : nullptr;
+  if (oldest == nullptr || now < oldest->deadline) return;
+  std::string ranks = "ranks 0-" + std::to_string(backend_->size() - 1);
+  if (oldest->spec.kind == coll_kind::send || oldest->spec.kind == coll_kind::recv) {
+    ranks = "ranks " + std::to_string(backend_->rank(0)) + " and " + std::to_string(oldest->spec.params.root);
+  }
+  fail_world(error(errc::timeout, oldest->describe() + " on " + ranks + " did not finish within " +
+                                      std::to_string(options_.op_timeout.count()) +
+                                      " ms (a rank did not join it, or is stuck); the communicator was aborted"),
+             oldest);
+}
+
+void world_engine::fail_world(error cause, const coll_request* culprit) {
+  log::get("cluster")->error("collectives failed: {}", cause.describe());
+  backend_->abort();
+  {
+    std::lock_guard lock(mutex_);
+    failure_ = cause;
+    // Anything submitted meanwhile fails too.
+    while (!inbox_.empty()) {
+      queue_.push_back(std::move(inbox_.front()));
+      inbox_.pop_front();
+    }
+  }
+  exchange_.reset();
+  auto fail = [&](std::deque<std::unique_ptr<coll_request>>& list) {
+    for (auto& r : list) {
+      if (!r->writes_published) publish_writes(*r, {});
+      if (r.get() == culprit) {
+        r->done.set_error(cause);
+      } else {
+        r->done.set_error(error(errc::aborted, r->describe() + " was aborted: " + cause.message()));
+      }
+    }
+    list.clear();
+  };
+  fail(in_flight_);
+  fail(queue_);
+}
+
+}  // namespace atomr::cluster

@@ -1,0 +1,79 @@
+// The world's progress thread: it issues accepted requests in order (packing small all_reduces
+// the ranks agree on), watches them finish, and is the watchdog: deadlines and NCCL's
+// asynchronous errors fail the world. It never blocks in MPI or NCCL; everything it waits for is
+// polled, so a missing rank is noticed by its deadline.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "comm_backend.hpp"
+
+namespace atomr::cluster {
+
+class world_engine {
+ public:
+  world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backend> backend, std::vector<local::device> members,
+               world_options options);
+  ~world_engine();
+
+  detail::comm_backend& backend() { return *backend_; }
+  const std::vector<local::device>& members() const { return members_; }
+  const world_options& options() const { return options_; }
+  MPI_Comm control() const { return control_; }
+  std::optional<error> failure() const;
+
+  // Takes a validated request; its future fails at once if the world has failed.
+  future<void> submit(std::unique_ptr<detail::coll_request> r);
+  // Several at once: the progress thread takes them in one go.
+  std::vector<future<void>> submit_all(std::vector<std::unique_ptr<detail::coll_request>> rs);
+  world::stats_snapshot stats() const;
+  // Runs `f` on the progress thread once everything submitted before has finished.
+  result<void> when_idle(std::function<result<void>()> f);
+  // Fails the world from any thread (a device rebuild, for one).
+  void fail_from_outside(error e);
+
+ private:
+  void run();
+  void take_inbox();
+  void issue_ready();
+  bool start_issue();
+  void finish_exchange();
+  void issue_batch(std::size_t n);
+  void complete_finished();
+  void check_health();
+  void fail_world(error cause, const detail::coll_request* culprit);
+  bool ready(const detail::coll_request& r, detail::member_waits& waits) const;
+  std::size_t packable_prefix() const;
+  bool packable(const detail::coll_request& r) const;
+  void publish_writes(detail::coll_request& r, const std::vector<std::shared_ptr<void>>& events);
+  std::size_t member_of(const std::shared_ptr<local::buffer_block>& b) const;
+
+  MPI_Comm control_;
+  std::unique_ptr<detail::comm_backend> backend_;
+  std::vector<local::device> members_;
+  world_options options_;
+  std::vector<std::uint64_t> watches_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<detail::coll_request>> inbox_;
+  std::deque<std::function<void()>> idle_tasks_;
+  std::optional<error> failure_;
+  std::optional<error> outside_failure_;
+  std::uint64_t next_seq_ = 1;
+  world::stats_snapshot stats_;
+  bool stopping_ = false;
+
+  // Progress thread only.
+  std::deque<std::unique_ptr<detail::coll_request>> queue_;
+  std::deque<std::unique_ptr<detail::coll_request>> in_flight_;
+  struct exchange;
+  std::unique_ptr<exchange> exchange_;
+  std::thread thread_;
+};
+
+}  // namespace atomr::cluster

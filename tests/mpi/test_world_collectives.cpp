@@ -1,0 +1,296 @@
+// Every collective, several types and every reduction, on the host backend, with exact expected
+// values: rank r's element i is (r + 1) + i % 3 (or 1 + (r + i) % 2 for prod, to stay in range).
+#include <numeric>
+
+#include "world_fixture.hpp"
+
+namespace atomr {
+namespace {
+
+using cluster::coll_kind;
+using cluster::reduce_op;
+using testing::from_double;
+using testing::to_double;
+
+double value(reduce_op op, int r, std::size_t i) {
+  if (op == reduce_op::prod) return 1 + static_cast<double>((static_cast<std::size_t>(r) + i) % 2);
+  return r + 1 + static_cast<double>(i % 3);
+}
+
+template <typename T>
+T reduced(reduce_op op, int ranks, std::size_t i) {
+  double acc = value(op, 0, i);
+  for (int r = 1; r < ranks; ++r) {
+    const double v = value(op, r, i);
+    switch (op) {
+      case reduce_op::sum:
+      case reduce_op::avg: acc += v; break;
+      case reduce_op::prod: acc *= v; break;
+      case reduce_op::min: acc = std::min(acc, v); break;
+      case reduce_op::max: acc = std::max(acc, v); break;
+    }
+  }
+  if (op != reduce_op::avg) return from_double<T>(acc);
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(static_cast<T>(acc) / static_cast<T>(ranks));  // truncates, as NCCL does
+  } else {
+    return from_double<T>(acc / ranks);
+  }
+}
+
+template <typename T>
+std::vector<T> inputs(reduce_op op, int r, std::size_t n) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = from_double<T>(value(op, r, i));
+  return v;
+}
+
+class Collectives : public testing::world_fixture {
+ protected:
+  template <typename T>
+  void all_reduce_every_op() {
+    auto w = make_world();
+    ASSERT_TRUE(w);
+    constexpr std::size_t n = 1031;
+    for (auto op : {reduce_op::sum, reduce_op::prod, reduce_op::min, reduce_op::max, reduce_op::avg}) {
+      SCOPED_TRACE(std::string(cluster::to_string(op)) + " " +
+                   std::string(local::to_string(local::dtype_of<T>::value)));
+      auto send = buffer(inputs<T>(op, rank_, n));
+      auto recv = buffer(std::vector<T>(n));
+      ASSERT_TRUE(w->all_reduce(send, recv, op).get());
+      auto in_place = buffer(inputs<T>(op, rank_, n));
+      ASSERT_TRUE(w->all_reduce(in_place, op).get());
+      const auto got = read(recv);
+      const auto got_in_place = read(in_place);
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(to_double(got[i]), to_double(reduced<T>(op, size_, i))) << "element " << i;
+        ASSERT_EQ(to_double(got_in_place[i]), to_double(reduced<T>(op, size_, i))) << "element " << i;
+      }
+      // The send buffer of an out-of-place reduction is left alone.
+      EXPECT_EQ(read(send), inputs<T>(op, rank_, n));
+    }
+  }
+};
+
+TEST_F(Collectives, AllReduceI8) { all_reduce_every_op<std::int8_t>(); }
+TEST_F(Collectives, AllReduceU8) { all_reduce_every_op<std::uint8_t>(); }
+TEST_F(Collectives, AllReduceI32) { all_reduce_every_op<std::int32_t>(); }
+TEST_F(Collectives, AllReduceU32) { all_reduce_every_op<std::uint32_t>(); }
+TEST_F(Collectives, AllReduceI64) { all_reduce_every_op<std::int64_t>(); }
+TEST_F(Collectives, AllReduceU64) { all_reduce_every_op<std::uint64_t>(); }
+TEST_F(Collectives, AllReduceF16) { all_reduce_every_op<local::f16_t>(); }
+TEST_F(Collectives, AllReduceBf16) { all_reduce_every_op<local::bf16_t>(); }
+TEST_F(Collectives, AllReduceF32) { all_reduce_every_op<float>(); }
+TEST_F(Collectives, AllReduceF64) { all_reduce_every_op<double>(); }
+
+TEST_F(Collectives, BroadcastFromEveryRoot) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  for (int root = 0; root < size_; ++root) {
+    auto send = buffer(inputs<std::int64_t>(reduce_op::sum, rank_, 300));
+    auto recv = buffer(std::vector<std::int64_t>(300, -1));
+    ASSERT_TRUE(w->broadcast(send, recv, root).get());
+    EXPECT_EQ(read(recv), inputs<std::int64_t>(reduce_op::sum, root, 300));
+    auto in_place = buffer(inputs<float>(reduce_op::sum, rank_, 77));
+    ASSERT_TRUE(w->broadcast(in_place, root).get());
+    EXPECT_EQ(read(in_place), inputs<float>(reduce_op::sum, root, 77));
+  }
+}
+
+TEST_F(Collectives, ReduceToEveryRoot) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  for (int root = 0; root < size_; ++root) {
+    for (auto op : {reduce_op::sum, reduce_op::max, reduce_op::avg}) {
+      auto send = buffer(inputs<double>(op, rank_, 64));
+      auto recv = buffer(std::vector<double>(64, -1));
+      ASSERT_TRUE(w->reduce(send, recv, op, root).get());
+      const auto got = read(recv);
+      for (std::size_t i = 0; i < 64; ++i) {
+        // Only the root receives; elsewhere recv is untouched.
+        ASSERT_EQ(got[i], rank_ == root ? reduced<double>(op, size_, i) : -1) << "root " << root << " element " << i;
+      }
+    }
+  }
+}
+
+TEST_F(Collectives, AllGatherOutOfPlaceAndInPlace) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr std::size_t n = 129;
+  const auto n_ranks = static_cast<std::size_t>(size_);
+  auto send = buffer(inputs<std::uint32_t>(reduce_op::sum, rank_, n));
+  auto recv = buffer(std::vector<std::uint32_t>(n * n_ranks));
+  ASSERT_TRUE(w->all_gather(send, recv).get());
+  std::vector<std::uint32_t> expected;
+  for (int r = 0; r < size_; ++r) {
+    const auto part = inputs<std::uint32_t>(reduce_op::sum, r, n);
+    expected.insert(expected.end(), part.begin(), part.end());
+  }
+  EXPECT_EQ(read(recv), expected);
+
+  // In place: this rank's block already sits at rank * n.
+  std::vector<std::uint32_t> mine(n * n_ranks, 0);
+  const auto own = inputs<std::uint32_t>(reduce_op::sum, rank_, n);
+  std::copy(own.begin(), own.end(), mine.begin() + static_cast<std::ptrdiff_t>(n) * rank_);
+  auto in_place = buffer(mine);
+  ASSERT_TRUE(w->all_gather(in_place, in_place, n).get());
+  EXPECT_EQ(read(in_place), expected);
+}
+
+TEST_F(Collectives, ReduceScatterOutOfPlaceAndInPlace) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr std::size_t n = 50;
+  const auto total = n * static_cast<std::size_t>(size_);
+  for (auto op : {reduce_op::sum, reduce_op::min, reduce_op::avg}) {
+    auto send = buffer(inputs<std::int32_t>(op, rank_, total));
+    auto recv = buffer(std::vector<std::int32_t>(n));
+    ASSERT_TRUE(w->reduce_scatter(send, recv, op).get());
+    const auto got = read(recv);
+    auto in_place = buffer(inputs<std::int32_t>(op, rank_, total));
+    ASSERT_TRUE(w->reduce_scatter(in_place, in_place, op, n).get());
+    const auto got_in_place = read(in_place);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto global = static_cast<std::size_t>(rank_) * n + i;
+      ASSERT_EQ(got[i], reduced<std::int32_t>(op, size_, global)) << i;
+      ASSERT_EQ(got_in_place[global], reduced<std::int32_t>(op, size_, global)) << i;
+    }
+  }
+}
+
+TEST_F(Collectives, AllToAll) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr std::size_t n = 33;
+  const auto total = n * static_cast<std::size_t>(size_);
+  // Block p of rank r holds 1000 r + p, element by element plus i.
+  std::vector<std::int64_t> mine(total);
+  for (std::size_t p = 0; p < static_cast<std::size_t>(size_); ++p) {
+    for (std::size_t i = 0; i < n; ++i) mine[p * n + i] = 1000 * rank_ + static_cast<std::int64_t>(p * 10 + i);
+  }
+  auto send = buffer(mine);
+  auto recv = buffer(std::vector<std::int64_t>(total));
+  ASSERT_TRUE(w->all_to_all(send, recv).get());
+  const auto got = read(recv);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(size_); ++r) {
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[r * n + i], 1000 * static_cast<std::int64_t>(r) + static_cast<std::int64_t>(rank_) * 10 +
+                                    static_cast<std::int64_t>(i));
+    }
+  }
+}
+
+TEST_F(Collectives, SendRecvAroundARing) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  const int next = (rank_ + 1) % size_;
+  const int prev = (rank_ + size_ - 1) % size_;
+  auto out = buffer(inputs<float>(reduce_op::sum, rank_, 500));
+  auto in = buffer(std::vector<float>(500));
+  // Both are pending together, so no rank waits for its receive before it sends.
+  auto sent = w->send(out, next);
+  auto received = w->recv(in, prev);
+  ASSERT_TRUE(sent.get());
+  ASSERT_TRUE(received.get());
+  EXPECT_EQ(read(in), inputs<float>(reduce_op::sum, prev, 500));
+}
+
+TEST_F(Collectives, BarrierAndOrderOfManyRequests) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->barrier().get());
+  // 50 dependent in-place sums on one buffer, none awaited until the end: each must see the
+  // previous one's result, so the value is multiplied by the rank count 50 times... modulo 2^64.
+  auto b = buffer(std::vector<std::uint64_t>(8, 1));
+  std::vector<cluster::future<void>> pending;
+  for (int i = 0; i < 50; ++i) pending.push_back(w->all_reduce(b));
+  for (auto& f : pending) ASSERT_TRUE(f.get());
+  std::uint64_t expected = 1;
+  for (int i = 0; i < 50; ++i) expected *= static_cast<std::uint64_t>(size_);
+  EXPECT_EQ(read(b), std::vector<std::uint64_t>(8, expected));
+  EXPECT_EQ(w->stats().requests, 51u);
+}
+
+TEST_F(Collectives, DeviceReadsWaitForACollectiveThatIsStillPending) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  auto b = buffer(std::vector<std::int32_t>(1000, rank_ + 1));
+  // The download is asked for before the reduction has finished; it must see the reduced values.
+  auto reduced_f = w->all_reduce(b);
+  std::vector<std::int32_t> out(1000);
+  auto downloaded = dev_.download(b, std::span<std::int32_t>(out));
+  ASSERT_TRUE(reduced_f.get());
+  ASSERT_TRUE(downloaded.get());
+  EXPECT_EQ(out, std::vector<std::int32_t>(1000, size_ * (size_ + 1) / 2));
+}
+
+TEST_F(Collectives, SmallAllReducesSubmittedTogetherArePacked) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 200;
+  std::vector<local::gpu_ref<float>> bufs;
+  std::vector<cluster::coll_spec> specs;
+  for (int i = 0; i < k; ++i) {
+    bufs.push_back(buffer(std::vector<float>(512, static_cast<float>(rank_ + i))));
+    specs.push_back({coll_kind::all_reduce, local::dtype::f32, {}, {bufs.back().block()}, {bufs.back().block()}});
+  }
+  // A second reduction of buffer 0 depends on the first: it must not be packed with it.
+  specs.push_back({coll_kind::all_reduce, local::dtype::f32, {}, {bufs[0].block()}, {bufs[0].block()}});
+  auto done = w->submit_all(std::move(specs));
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  const float ranks_sum = static_cast<float>(size_ * (size_ - 1) / 2);
+  for (int i = 0; i < k; ++i) {
+    const float once = ranks_sum + static_cast<float>(size_ * i);
+    const float expected = i == 0 ? once * static_cast<float>(size_) : once;
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(512, expected)) << "buffer " << i;
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k + 1));
+  EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.issues, 2u);
+}
+
+TEST_F(Collectives, PackingOffIssuesEachRequest) {
+  cluster::world_options o;
+  o.pack_limit = 0;
+  auto w = make_world(o);
+  ASSERT_TRUE(w);
+  std::vector<local::gpu_ref<std::int32_t>> bufs;
+  std::vector<cluster::coll_spec> specs;
+  for (int i = 0; i < 10; ++i) {
+    bufs.push_back(buffer(std::vector<std::int32_t>(4, i)));
+    specs.push_back({coll_kind::all_reduce, local::dtype::i32, {}, {bufs.back().block()}, {bufs.back().block()}});
+  }
+  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  EXPECT_EQ(w->stats().packed, 0u);
+  EXPECT_EQ(w->stats().issues, 10u);
+  EXPECT_EQ(read(bufs[3]), std::vector<std::int32_t>(4, 3 * size_));
+}
+
+TEST_F(Collectives, SplitByParity) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  auto sub = w->split(rank_ % 2, rank_);
+  ASSERT_TRUE(sub) << sub.error_value();
+  ASSERT_TRUE(*sub);
+  const int members = (size_ + 1 - rank_ % 2) / 2;
+  EXPECT_EQ((*sub)->size(), members);
+  EXPECT_EQ((*sub)->rank(), rank_ / 2);
+  auto b = buffer(std::vector<std::int32_t>(16, rank_));
+  ASSERT_TRUE((*sub)->all_reduce(b).get());
+  int expected = 0;
+  for (int r = rank_ % 2; r < size_; r += 2) expected += r;
+  EXPECT_EQ(read(b), std::vector<std::int32_t>(16, expected));
+  // The parent world still works after the split.
+  auto c = buffer(std::vector<std::int32_t>(4, 1));
+  ASSERT_TRUE(w->all_reduce(c).get());
+  EXPECT_EQ(read(c), std::vector<std::int32_t>(4, size_));
+  // A negative color leaves a rank out.
+  auto none = w->split(rank_ == 0 ? -1 : 0, 0);
+  ASSERT_TRUE(none) << none.error_value();
+  EXPECT_EQ(*none == nullptr, rank_ == 0);
+}
+
+}  // namespace
+}  // namespace atomr

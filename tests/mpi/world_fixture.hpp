@@ -1,0 +1,65 @@
+// A host-backend world over MPI_COMM_WORLD with one host device per rank, and typed helpers
+// that move values in and out of its buffers. Shared by the cluster tests.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <vector>
+
+#include "atomr/cluster/world.hpp"
+#include "atomr/local/device/half.hpp"
+
+namespace atomr::testing {
+
+template <typename T>
+T from_double(double v) {
+  if constexpr (std::is_same_v<T, local::f16_t>) {
+    return local::to_f16(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, local::bf16_t>) {
+    return local::to_bf16(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+template <typename T>
+double to_double(T v) {
+  if constexpr (std::is_same_v<T, local::f16_t> || std::is_same_v<T, local::bf16_t>) {
+    return local::to_float(v);
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+class world_fixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  std::unique_ptr<cluster::world> make_world(cluster::world_options o = {}) {
+    auto w = cluster::world::create(MPI_COMM_WORLD, {dev_}, o);
+    EXPECT_TRUE(w) << w.error_value();
+    return w ? std::move(w).value() : nullptr;
+  }
+  template <typename T>
+  local::gpu_ref<T> buffer(const std::vector<T>& values) {
+    auto b = dev_.allocate<T>(values.size()).get().value();
+    EXPECT_TRUE(dev_.upload(b, std::span<const T>(values)).get());
+    return b;
+  }
+  template <typename T>
+  std::vector<T> read(const local::gpu_ref<T>& b) {
+    std::vector<T> out(b.size());
+    const auto r = dev_.download(b, std::span<T>(out)).get();
+    EXPECT_TRUE(r) << r.error_value();
+    return out;
+  }
+
+  int rank_ = 0;
+  int size_ = 1;
+  local::actor_system sys_;
+  local::device dev_ = local::device::start(sys_, 0, local::device_kind::host).value();
+};
+
+}  // namespace atomr::testing

@@ -25,4 +25,19 @@ std::optional<int> parse_command_line(const std::string& program, const std::vec
   return std::nullopt;
 }
 
+result<std::size_t> parse_size(const std::string& text) {
+  std::size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    return error(errc::invalid_argument, "'" + text + "' is not a size (e.g. 4096, 4K, 64M, 1G)");
+  }
+  const std::string unit = text.substr(pos);
+  const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
+  if (shift < 0 || v == 0)
+    return error(errc::invalid_argument, "'" + text + "' is not a size (e.g. 4096, 4K, 64M, 1G)");
+  return static_cast<std::size_t>(v) << shift;
+}
+
 }  // namespace atomr::apps

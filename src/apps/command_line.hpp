@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "atomr/common/result.hpp"
+
 namespace atomr::apps {
 
 // Returns the exit code if the command should end now (0 after --help, 2 after a usage error).
@@ -23,5 +25,8 @@ inline std::optional<int> parse_command_line(const std::string& program, const s
                                              const std::string& usage, boost::program_options::variables_map& vm) {
   return parse_command_line(program, args, options, options, {}, usage, vm);
 }
+
+// "4096", "4K", "64M", "1G" -> bytes; a clear error otherwise.
+result<std::size_t> parse_size(const std::string& text);
 
 }  // namespace atomr::apps

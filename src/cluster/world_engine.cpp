@@ -161,7 +161,11 @@ void world_engine::fail_from_outside(error e) {
 }
 
 void world_engine::run() {
-  int idle_rounds = 0;
+  // While requests are in flight the thread polls without sleeping for a while: MPI's
+  // nonblocking collectives only advance inside MPI_Test, and NCCL's small operations finish
+  // within microseconds. After 2 ms without any change it backs off to at most 200 us between
+  // polls (long NCCL operations), and sleeps when nothing is pending.
+  auto last_change = clock::now();
   while (true) {
     std::deque<std::function<void()>> tasks;
     {
@@ -173,9 +177,10 @@ void world_engine::run() {
           wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !idle_tasks_.empty() || outside_failure_; });
         }
         if (inbox_.empty()) tasks.swap(idle_tasks_);
-      } else if (idle_rounds > 64 && inbox_.empty() && !outside_failure_) {
-        // Work is on the device: poll it often at first, then back off to at most 200 us.
-        const auto pause = std::chrono::microseconds(std::min(200, 2 * (idle_rounds - 64)));
+        last_change = clock::now();
+      } else if (const auto quiet = clock::now() - last_change;
+                 quiet > std::chrono::milliseconds(2) && inbox_.empty() && !outside_failure_) {
+        const auto pause = std::min<clock::duration>(std::chrono::microseconds(200), quiet / 20);
         wake_.wait_for(lock, pause, [&] { return !inbox_.empty() || outside_failure_.has_value(); });
       }
     }
@@ -185,9 +190,11 @@ void world_engine::run() {
     issue_ready();
     complete_finished();
     check_health();
-    const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr);
-    idle_rounds = before == after ? idle_rounds + 1 : 0;
-    if (idle_rounds <= 64) std::this_thread::yield();
+    if (before != std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr)) {
+      last_change = clock::now();
+    } else {
+      std::this_thread::yield();
+    }
   }
 }
 

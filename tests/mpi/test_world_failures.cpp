@@ -34,8 +34,8 @@ TEST_F(WorldFailures, BadArgumentsAreRefusedBeforeAnythingIsSent) {
   EXPECT_EQ(e.code(), errc::invalid_argument);
 
   e = failure_of(w->broadcast(small, size_));
-  EXPECT_EQ(e.message(), "broadcast: rank " + std::to_string(size_) + " is not in this world of " +
-                             std::to_string(size_));
+  EXPECT_EQ(e.message(),
+            "broadcast: rank " + std::to_string(size_) + " is not in this world of " + std::to_string(size_));
   EXPECT_EQ(failure_of(w->send(small, -1)).code(), errc::invalid_argument);
 
   e = failure_of(w->all_to_all(big, big));

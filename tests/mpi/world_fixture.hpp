@@ -1,5 +1,6 @@
-// A host-backend world over MPI_COMM_WORLD with one host device per rank, and typed helpers
-// that move values in and out of its buffers. Shared by the cluster tests.
+// A world over MPI_COMM_WORLD with one device per rank, and typed helpers that move values in
+// and out of its buffers. Shared by the cluster tests: host devices and the host backend, or,
+// compiled with ATOMR_WORLD_TEST_CUDA (the `gpu` build of the same tests), the rank's GPU and NCCL.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +10,10 @@
 
 #include "atomr/cluster/world.hpp"
 #include "atomr/local/device/half.hpp"
+#if ATOMR_WORLD_TEST_CUDA
+#include "../gpu/rank_gpu.hpp"
+#include "../support/gpu_test.hpp"
+#endif
 
 namespace atomr::testing {
 
@@ -36,6 +41,10 @@ class world_fixture : public ::testing::Test {
   void SetUp() override {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+#if ATOMR_WORLD_TEST_CUDA
+    ATOMR_REQUIRE_GPUS(1);
+    dev_ = local::device::start(sys_, test::rank_gpu(), local::device_kind::cuda).value();
+#endif
   }
   std::unique_ptr<cluster::world> make_world(cluster::world_options o = {}) {
     auto w = cluster::world::create(MPI_COMM_WORLD, {dev_}, o);

@@ -7,6 +7,7 @@
 
 #include "atomr/local/devices.hpp"
 #include "bench/bench_actors.hpp"
+#include "bench/bench_coll.hpp"
 #include "bench/bench_p2p.hpp"
 #include "bench/bench_wire.hpp"
 #include "command_line.hpp"
@@ -91,21 +92,6 @@ int bench_actors(bool json, long long messages, int producers, int round_trips) 
 }
 
 // "4K" -> 4096, "1G" -> 2^30; plain numbers are bytes.
-result<std::size_t> parse_size(const std::string& text) {
-  std::size_t pos = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &pos);
-  } catch (const std::exception&) {
-    return error(errc::invalid_argument, "'" + text + "' is not a size (e.g. 4096, 4K, 64M, 1G)");
-  }
-  const std::string unit = text.substr(pos);
-  const int shift = unit.empty() ? 0 : unit == "K" ? 10 : unit == "M" ? 20 : unit == "G" ? 30 : -1;
-  if (shift < 0 || v == 0)
-    return error(errc::invalid_argument, "'" + text + "' is not a size (e.g. 4096, 4K, 64M, 1G)");
-  return static_cast<std::size_t>(v) << shift;
-}
-
 int bench_p2p(bool json, int src, int dst, const std::string& min_text, const std::string& max_text) {
   auto min_bytes = parse_size(min_text);
   auto max_bytes = parse_size(max_text);
@@ -152,6 +138,8 @@ int bench_p2p(bool json, int src, int dst, const std::string& min_text, const st
 }  // namespace
 
 int run_bench(const std::string& program, const std::vector<std::string>& args) {
+  // coll has its own, nccl-tests compatible, options.
+  if (!args.empty() && args.front() == "coll") return run_bench_coll(program, {args.begin() + 1, args.end()});
   po::options_description opts("atomr " + program + " options");
   opts.add_options()("help,h", "print this help")("json", "print the results as JSON")(
       "messages", po::value<long long>()->default_value(5'000'000), "actors: messages per throughput case")(
@@ -174,7 +162,9 @@ int run_bench(const std::string& program, const std::vector<std::string>& args) 
           "benchmarks:\n"
           "  wire    encode+decode of a gpu_token and of 64 B / 4 KiB envelopes vs memcpy\n"
           "  actors  tell throughput (1 and N producers), ask round trip and wake-up latency vs the raw queue\n"
-          "  p2p     GPU-to-GPU copy bandwidth and latency vs cudaMemcpyPeerAsync (needs two GPUs)",
+          "  p2p     GPU-to-GPU copy bandwidth and latency vs cudaMemcpyPeerAsync (needs two GPUs)\n"
+          "  coll    collectives through atomr vs direct NCCL (or MPI on the host backend); run under mpirun;\n"
+          "          nccl-tests options: 'atomr bench coll --help'",
           vm)) {
     return *done;
   }

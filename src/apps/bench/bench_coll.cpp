@@ -1,0 +1,512 @@
+// `atomr bench coll`: collectives through atomr's world against the raw path (direct NCCL calls
+// on a stream, or blocking MPI on the host backend) in the same run. Options and table follow
+// nccl-tests (-b -e -f -n -w -c -o -d -r -z, out-of-place and in-place `time algbw busbw #wrong`,
+// busbw factors), with the raw columns and the ratio appended; -J writes the same as JSON.
+#include "bench/bench_coll.hpp"
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "atomr/cluster/device_plan.hpp"
+#include "atomr/cluster/mpi_session.hpp"
+#include "atomr/cluster/world.hpp"
+#include "atomr/local/device/half.hpp"
+#include "atomr/local/devices.hpp"
+#include "bench/coll_raw.hpp"
+#include "command_line.hpp"
+#include "commands.hpp"
+
+namespace po = boost::program_options;
+
+namespace atomr::apps {
+namespace {
+
+using clock = std::chrono::steady_clock;
+using cluster::coll_kind;
+using cluster::reduce_op;
+namespace al = atomr::local;
+
+struct settings {
+  coll_kind kind = coll_kind::all_reduce;
+  std::size_t min_bytes = 8, max_bytes = 128 << 20, factor = 2;
+  int iters = 20, warmup = 5, root = 0;
+  bool check = true, blocking = false, host = false;
+  reduce_op op = reduce_op::sum;
+  al::dtype type = al::dtype::f32;
+  int gpus_per_rank = 0;
+  int many = 1000;
+  std::size_t many_bytes = 2048;
+  std::string json_path;
+};
+
+struct timing {
+  double us = 0, algbw = 0, busbw = 0;
+  long long wrong = -1;  // -1: not checked; -2: not applicable
+};
+struct row {
+  std::size_t bytes = 0, count = 0;
+  timing oop, ip, raw_oop, raw_ip;
+};
+
+double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
+
+// The collective's per-rank count for `bytes` of total buffer, as nccl-tests sizes them.
+bool splits(coll_kind k) {
+  return k == coll_kind::all_gather || k == coll_kind::reduce_scatter || k == coll_kind::all_to_all;
+}
+
+double value(reduce_op op, int r, std::size_t i) {
+  if (op == reduce_op::prod) return 1 + static_cast<double>((static_cast<std::size_t>(r) + i) % 2);
+  return r + 1 + static_cast<double>(i % 3);
+}
+
+template <typename T>
+T from_double(double v) {
+  if constexpr (std::is_same_v<T, al::f16_t>) {
+    return al::to_f16(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, al::bf16_t>) {
+    return al::to_bf16(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+template <typename T>
+T reduced(reduce_op op, int ranks, std::size_t i) {
+  double acc = value(op, 0, i);
+  for (int r = 1; r < ranks; ++r) {
+    const double v = value(op, r, i);
+    acc = op == reduce_op::prod  ? acc * v
+          : op == reduce_op::min ? std::min(acc, v)
+          : op == reduce_op::max ? std::max(acc, v)
+                                 : acc + v;
+  }
+  if (op != reduce_op::avg) return from_double<T>(acc);
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(static_cast<T>(acc) / static_cast<T>(ranks));
+  } else {
+    return from_double<T>(acc / ranks);
+  }
+}
+
+template <typename T>
+class coll_runner {
+ public:
+  coll_runner(const settings& s, cluster::world& w, std::vector<al::device>& devs) : s_(s), w_(w), devs_(devs) {}
+
+  result<void> allocate() {
+    const std::size_t elems = s_.max_bytes / sizeof(T);
+    for (auto& d : devs_) {
+      ATOMR_ASSIGN_OR_RETURN(auto a, d.allocate<T>(elems).get());
+      ATOMR_ASSIGN_OR_RETURN(auto b, d.allocate<T>(elems).get());
+      ATOMR_TRY(d.fill_bytes(a, 0).get());
+      ATOMR_TRY(d.fill_bytes(b, 0).get());
+      send_.push_back(a);
+      recv_.push_back(b);
+    }
+    return ok();
+  }
+
+  // Seconds per operation: `iters` submitted back to back (or each waited for with -z 1).
+  result<double> time(std::size_t count, bool in_place, int iters) {
+    const auto& src = in_place ? recv_ : send_;
+    const cluster::coll_params p{s_.op, s_.root, count};
+    std::vector<cluster::future<void>> pending;
+    pending.reserve(static_cast<std::size_t>(iters));
+    const auto t0 = clock::now();
+    for (int i = 0; i < iters; ++i) {
+      pending.push_back(w_.collective<T>(s_.kind, src, recv_, p));
+      if (s_.blocking) ATOMR_TRY(pending.back().get());
+    }
+    for (auto& f : pending) ATOMR_TRY(f.get());
+    return since(t0) / iters;
+  }
+
+  // Runs the collective once on exactly checkable inputs; counts wrong elements on this rank.
+  result<long long> check(std::size_t count, bool in_place) {
+    const int n = w_.size();
+    const auto un = static_cast<std::size_t>(n);
+    long long wrong = 0;
+    for (std::size_t m = 0; m < devs_.size(); ++m) {
+      const int me = w_.rank(m);
+      const std::size_t in_elems = splits(s_.kind) && s_.kind != coll_kind::all_gather ? count * un : count;
+      std::vector<T> in(in_elems);
+      for (std::size_t i = 0; i < in_elems; ++i) in[i] = from_double<T>(value(s_.op, me, i));
+      auto& d = devs_[m];
+      if (in_place && s_.kind == coll_kind::all_gather) {
+        std::vector<T> block(count * un, T{});
+        std::copy(in.begin(), in.end(), block.begin() + static_cast<std::ptrdiff_t>(count) * me);
+        ATOMR_TRY(d.upload(recv_[m], std::span<const T>(block)).get());
+      } else {
+        ATOMR_TRY(d.upload(in_place ? recv_[m] : send_[m], std::span<const T>(in)).get());
+      }
+    }
+    const auto& src = in_place ? recv_ : send_;
+    ATOMR_TRY(w_.collective<T>(s_.kind, src, recv_, {s_.op, s_.root, count}).get());
+    for (std::size_t m = 0; m < devs_.size(); ++m) {
+      const int me = w_.rank(m);
+      const std::size_t out_elems = s_.kind == coll_kind::all_gather || s_.kind == coll_kind::all_to_all ? count * un
+                                    : s_.kind == coll_kind::reduce_scatter && in_place                   ? count * un
+                                                                                                         : count;
+      std::vector<T> out(out_elems);
+      ATOMR_TRY(devs_[m].download(recv_[m], std::span<T>(out)).get());
+      for (std::size_t i = 0; i < out_elems; ++i) {
+        T want{};
+        switch (s_.kind) {
+          case coll_kind::all_reduce: want = reduced<T>(s_.op, n, i); break;
+          case coll_kind::broadcast: want = from_double<T>(value(s_.op, s_.root, i)); break;
+          case coll_kind::reduce:
+            if (me != s_.root) continue;
+            want = reduced<T>(s_.op, n, i);
+            break;
+          case coll_kind::all_gather:
+            want = from_double<T>(value(s_.op, static_cast<int>(i / count), i % count));
+            break;
+          case coll_kind::reduce_scatter: {
+            const std::size_t at = in_place ? i : static_cast<std::size_t>(me) * count + i;
+            if (in_place && i / count != static_cast<std::size_t>(me)) continue;
+            want = reduced<T>(s_.op, n, at);
+            break;
+          }
+          case coll_kind::all_to_all:
+            want = from_double<T>(
+                value(s_.op, static_cast<int>(i / count), static_cast<std::size_t>(me) * count + i % count));
+            break;
+          default: continue;
+        }
+        if (!(out[i] == want)) ++wrong;
+      }
+    }
+    return wrong;
+  }
+
+  // `many` small all_reduces on distinct buffers, each its own call, none waited for until the end.
+  result<double> many_small(std::size_t count, int many) {
+    if (small_.empty()) {
+      for (int i = 0; i < many; ++i) {
+        ATOMR_ASSIGN_OR_RETURN(auto b, devs_[0].allocate<T>(count).get());
+        ATOMR_TRY(devs_[0].fill_bytes(b, 0).get());
+        small_.push_back(b);
+      }
+    }
+    std::vector<cluster::future<void>> pending;
+    pending.reserve(small_.size());
+    const auto t0 = clock::now();
+    for (const auto& b : small_) pending.push_back(w_.all_reduce(b, s_.op));
+    for (auto& f : pending) ATOMR_TRY(f.get());
+    return since(t0);
+  }
+
+ private:
+  const settings& s_;
+  cluster::world& w_;
+  std::vector<al::device>& devs_;
+  std::vector<al::gpu_ref<T>> send_, recv_, small_;
+};
+
+double mean_over_ranks(MPI_Comm comm, double v) {
+  double sum = 0;
+  int n = 1;
+  MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, comm);
+  MPI_Comm_size(comm, &n);
+  return sum / n;
+}
+double max_over_ranks(MPI_Comm comm, double v) {
+  double out = 0;
+  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return out;
+}
+long long sum_over_ranks(MPI_Comm comm, long long v) {
+  long long out = 0;
+  MPI_Allreduce(&v, &out, 1, MPI_LONG_LONG, MPI_SUM, comm);
+  return out;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+nlohmann::json to_json(const timing& t) {
+  nlohmann::json j{{"time_us", t.us}, {"algbw_gbps", t.algbw}, {"busbw_gbps", t.busbw}};
+  if (t.wrong >= 0) j["wrong"] = t.wrong;
+  return j;
+}
+
+template <typename T>
+int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& w, std::vector<al::device>& devs,
+              const std::vector<int>& gpus, double init_ms) {
+  const MPI_Comm comm = session.world();
+  const bool lead = session.identity().world_rank == 0;
+  auto fail = [&](const error& e) { return report_error(e.describe(), 1); };
+  coll_runner<T> runner(s, w, devs);
+  if (auto r = runner.allocate(); !r) return fail(r.error_value());
+  auto raw = bench::make_raw_collectives({comm, gpus, s.type, s.op, s.root, s.max_bytes});
+  if (!raw) return fail(raw.error_value());
+  const int n = w.size();
+  const double factor = cluster::bus_factor(s.kind, n);
+  if (lead) {
+    std::printf("# atomr bench coll: %s, %d ranks (%s backend, %zu device(s) per rank), %s, %s, root %d\n",
+                std::string(cluster::to_string(s.kind)).c_str(), n, std::string(to_string(w.backend())).c_str(),
+                devs.size(), std::string(al::to_string(s.type)).c_str(), std::string(cluster::to_string(s.op)).c_str(),
+                s.root);
+    std::printf("# iters %d, warmup %d, check %d, blocking %d; MPI_Init to first all_reduce done: %.1f ms\n", s.iters,
+                s.warmup, s.check ? 1 : 0, s.blocking ? 1 : 0, init_ms);
+    std::printf("#%76s%34s%36s\n", "atomr out-of-place", "atomr in-place", "raw out-of-place   raw in-place");
+    std::printf("#%12s %12s %6s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s %9s %7s %9s %7s %6s\n", "size", "count", "type",
+                "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "time",
+                "busbw", "time", "busbw", "ratio");
+    std::printf("#%12s %12s %6s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s %9s %7s %9s %7s %6s\n", "(B)", "(elements)", "",
+                "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(us)",
+                "(GB/s)", "");
+  }
+  std::vector<row> rows;
+  double busbw_sum = 0;
+  const std::size_t parts = splits(s.kind) ? static_cast<std::size_t>(n) : 1;
+  for (std::size_t bytes = s.min_bytes; bytes <= s.max_bytes; bytes *= s.factor) {
+    const std::size_t count = bytes / sizeof(T) / parts;  // per rank
+    if (count == 0) continue;
+    row r;
+    r.count = count * parts;
+    r.bytes = r.count * sizeof(T);
+    auto measure = [&](bool in_place, timing& t) -> result<void> {
+      if (in_place && s.kind == coll_kind::all_to_all) {
+        t.wrong = -2;
+        return ok();
+      }
+      if (s.check) {
+        ATOMR_ASSIGN_OR_RETURN(t.wrong, runner.check(count, in_place));
+      }
+      if (s.warmup > 0) ATOMR_TRY(runner.time(count, in_place, s.warmup));
+      ATOMR_ASSIGN_OR_RETURN(const double sec, runner.time(count, in_place, s.iters));
+      t.us = mean_over_ranks(comm, sec) * 1e6;
+      if (s.check) t.wrong = sum_over_ranks(comm, t.wrong);
+      return ok();
+    };
+    auto measure_raw = [&](bool in_place, timing& t) -> result<void> {
+      if (in_place && s.kind == coll_kind::all_to_all) {
+        t.wrong = -2;
+        return ok();
+      }
+      if (s.warmup > 0) ATOMR_TRY((*raw)->run(s.kind, count, in_place, s.warmup));
+      ATOMR_ASSIGN_OR_RETURN(const double sec, (*raw)->run(s.kind, count, in_place, s.iters));
+      t.us = mean_over_ranks(comm, sec / s.iters) * 1e6;
+      return ok();
+    };
+    for (auto [step, result] :
+         {std::pair{"out-of-place", measure(false, r.oop)}, std::pair{"in-place", measure(true, r.ip)},
+          std::pair{"raw out-of-place", measure_raw(false, r.raw_oop)},
+          std::pair{"raw in-place", measure_raw(true, r.raw_ip)}}) {
+      if (!result)
+        return fail(result.error_value().with_context(std::string(step) + " at " + std::to_string(r.bytes) + " B"));
+    }
+    for (timing* t : {&r.oop, &r.ip, &r.raw_oop, &r.raw_ip}) {
+      if (t->us > 0) {
+        t->algbw = static_cast<double>(r.bytes) / (t->us * 1e-6) / 1e9;
+        t->busbw = t->algbw * factor;
+      }
+    }
+    busbw_sum += r.oop.busbw;
+    const int root = s.kind == coll_kind::broadcast || s.kind == coll_kind::reduce ? s.root : -1;
+    auto wrong = [](const timing& t) {
+      return t.wrong == -2 ? std::string("n/a") : t.wrong < 0 ? std::string("-") : std::to_string(t.wrong);
+    };
+    auto col = [](const timing& t, const char* f, double v) { return t.wrong == -2 ? std::string("n/a") : fmt(f, v); };
+    if (lead) {
+      std::printf(" %12zu %12zu %6s %6s %5d %9s %7s %7s %6s %9s %7s %7s %6s %9s %7s %9s %7s %6s\n", r.bytes, r.count,
+                  std::string(al::to_string(s.type)).c_str(), std::string(cluster::to_string(s.op)).c_str(), root,
+                  fmt("%.2f", r.oop.us).c_str(), fmt("%.2f", r.oop.algbw).c_str(), fmt("%.2f", r.oop.busbw).c_str(),
+                  wrong(r.oop).c_str(), col(r.ip, "%.2f", r.ip.us).c_str(), col(r.ip, "%.2f", r.ip.algbw).c_str(),
+                  col(r.ip, "%.2f", r.ip.busbw).c_str(), wrong(r.ip).c_str(), fmt("%.2f", r.raw_oop.us).c_str(),
+                  fmt("%.2f", r.raw_oop.busbw).c_str(), col(r.raw_ip, "%.2f", r.raw_ip.us).c_str(),
+                  col(r.raw_ip, "%.2f", r.raw_ip.busbw).c_str(), fmt("%.3f", r.oop.busbw / r.raw_oop.busbw).c_str());
+      std::fflush(stdout);
+    }
+    rows.push_back(r);
+    if (bytes > s.max_bytes / s.factor) break;
+  }
+  long long total_wrong = 0;
+  for (const auto& r : rows) total_wrong += std::max(0LL, r.oop.wrong) + std::max(0LL, r.ip.wrong);
+  nlohmann::json many_json;
+  if (s.many > 0 && s.kind == coll_kind::all_reduce && devs.size() == 1) {
+    const std::size_t count = std::max<std::size_t>(s.many_bytes / sizeof(T), 1);
+    std::vector<double> raw_t, atomr_t;
+    const auto before = w.stats();
+    for (int rep = 0; rep < 6; ++rep) {  // the first repetition warms up and is dropped
+      auto a = (*raw)->run_sequential_small(count, s.many);
+      auto b = runner.many_small(count, s.many);
+      if (!a) return fail(a.error_value());
+      if (!b) return fail(b.error_value());
+      if (rep == 0) continue;
+      raw_t.push_back(max_over_ranks(comm, *a));
+      atomr_t.push_back(max_over_ranks(comm, *b));
+    }
+    std::sort(raw_t.begin(), raw_t.end());
+    std::sort(atomr_t.begin(), atomr_t.end());
+    const auto after = w.stats();
+    const double raw_us = raw_t[raw_t.size() / 2] * 1e6;
+    const double atomr_us = atomr_t[atomr_t.size() / 2] * 1e6;
+    const auto packed = after.packed - before.packed;
+    const auto issues = after.issues - before.issues;
+    if (lead) {
+      std::printf(
+          "# many small: %d x %zu B all_reduce: raw sequential %.1f us, atomr concurrent %.1f us: %.1fx faster"
+          " (%llu of %llu requests packed, %llu issues)\n",
+          s.many, count * sizeof(T), raw_us, atomr_us, raw_us / atomr_us, static_cast<unsigned long long>(packed),
+          static_cast<unsigned long long>(after.requests - before.requests), static_cast<unsigned long long>(issues));
+    }
+    many_json = {{"requests", s.many},
+                 {"bytes", count * sizeof(T)},
+                 {"raw_sequential_us", raw_us},
+                 {"atomr_concurrent_us", atomr_us},
+                 {"speedup", raw_us / atomr_us},
+                 {"packed", packed},
+                 {"issues", issues}};
+  }
+  if (lead) {
+    std::printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong == 0 ? "OK" : "FAILED");
+    std::printf("# Avg bus bandwidth    : %.3f\n", rows.empty() ? 0.0 : busbw_sum / static_cast<double>(rows.size()));
+    if (!s.json_path.empty()) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& r : rows) {
+        out.push_back({{"size", r.bytes},
+                       {"count", r.count},
+                       {"out_of_place", to_json(r.oop)},
+                       {"in_place", to_json(r.ip)},
+                       {"raw_out_of_place", to_json(r.raw_oop)},
+                       {"raw_in_place", to_json(r.raw_ip)},
+                       {"ratio", r.oop.busbw / r.raw_oop.busbw}});
+      }
+      nlohmann::json doc{{"benchmark", "coll"},
+                         {"collective", cluster::to_string(s.kind)},
+                         {"ranks", n},
+                         {"backend", to_string(w.backend())},
+                         {"type", al::to_string(s.type)},
+                         {"op", cluster::to_string(s.op)},
+                         {"iters", s.iters},
+                         {"warmup", s.warmup},
+                         {"init_to_first_all_reduce_ms", init_ms},
+                         {"wrong", total_wrong},
+                         {"rows", out}};
+      if (!many_json.is_null()) doc["many_small"] = many_json;
+      std::ofstream(s.json_path) << doc.dump(2) << '\n';
+    }
+  }
+  return total_wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int run_bench_coll(const std::string& program, const std::vector<std::string>& args) {
+  const auto t_start = clock::now();
+  settings s;
+  std::string kind = "all_reduce", min_b = "8", max_b = "128M", op = "sum", type = "float", many_b = "2K";
+  int check = 1, blocking = 0;
+  po::options_description opts("atomr bench coll options (nccl-tests compatible)");
+  opts.add_options()("help,h", "show this help")("minbytes,b", po::value(&min_b), "smallest size (default 8)")(
+      "maxbytes,e", po::value(&max_b), "largest size (default 128M)")("stepfactor,f", po::value(&s.factor),
+                                                                      "size multiplier (default 2)")(
+      "iters,n", po::value(&s.iters), "timed iterations (default 20)")("warmup_iters,w", po::value(&s.warmup),
+                                                                       "warmup iterations (default 5)")(
+      "check,c", po::value(&check), "check results (default 1)")("op,o", po::value(&op),
+                                                                 "sum, prod, min, max, avg (default sum)")(
+      "datatype,d", po::value(&type), "float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64")(
+      "root,r", po::value(&s.root), "root of broadcast/reduce (default 0)")(
+      "blocking,z", po::value(&blocking), "1: wait for each operation before the next (default 0)")(
+      "output_file,J", po::value(&s.json_path), "write the results as JSON to this file")(
+      "ngpus,g", po::value(&s.gpus_per_rank), "GPUs per rank (default: the visible GPUs shared out)")(
+      "host", "use the host backend (MPI) even where GPUs are visible")(
+      "many", po::value(&s.many), "all_reduce: the many-small-requests mode's count (default 1000; 0: off)")(
+      "many-bytes", po::value(&many_b), "size of each small all_reduce (default 2K)");
+  po::options_description hidden;
+  hidden.add_options()("collective", po::value(&kind), "");
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description positional;
+  positional.add("collective", 1);
+  po::variables_map vm;
+  if (auto done = parse_command_line(program, args, opts, all, positional,
+                                     "usage: atomr bench coll [all_reduce|all_gather|reduce_scatter|all_to_all|"
+                                     "broadcast|reduce] [options]",
+                                     vm)) {
+    return *done;
+  }
+  auto bad = [](const error& e) { return report_error(e.message(), 2); };
+  auto k = cluster::parse_coll_kind(kind);
+  if (!k) return bad(k.error_value());
+  if (*k == coll_kind::send || *k == coll_kind::recv || *k == coll_kind::barrier) {
+    return report_error("bench coll runs all_reduce, all_gather, reduce_scatter, all_to_all, broadcast or reduce", 2);
+  }
+  s.kind = *k;
+  auto o = cluster::parse_reduce_op(op);
+  if (!o) return bad(o.error_value());
+  s.op = *o;
+  auto t = cluster::parse_dtype(type);
+  if (!t) return bad(t.error_value());
+  s.type = *t;
+  for (auto [text, out] :
+       {std::pair{&min_b, &s.min_bytes}, std::pair{&max_b, &s.max_bytes}, std::pair{&many_b, &s.many_bytes}}) {
+    auto v = parse_size(*text);
+    if (!v) return bad(v.error_value());
+    *out = *v;
+  }
+  if (s.min_bytes > s.max_bytes) return report_error("-b is larger than -e", 2);
+  if (s.factor < 2) return report_error("-f must be at least 2", 2);
+  if (s.iters < 1 || s.warmup < 0) return report_error("-n must be positive and -w not negative", 2);
+  s.check = check != 0;
+  s.blocking = blocking != 0;
+  s.host = vm.count("host") > 0;
+
+  auto session = cluster::mpi_session::start(nullptr, nullptr);
+  if (!session) return report_error(session.error_value().describe(), 1);
+  const auto& id = (*session)->identity();
+  const auto probe = al::probe_cuda_devices();
+  const int visible = probe ? static_cast<int>(probe->devices.size()) : 0;
+  auto gpus =
+      cluster::choose_devices({.host = s.host, .per_rank = s.gpus_per_rank}, id.local_rank, id.local_size, visible);
+  if (!gpus) return report_error(gpus.error_value().describe(), 1);
+  al::actor_system system;
+  std::vector<al::device> devs;
+  if (gpus->empty()) {
+    devs.push_back(al::device::start(system, 0, al::device_kind::host).value());
+  } else {
+    for (int g : *gpus) {
+      auto d = al::device::start(system, g, al::device_kind::cuda);
+      if (!d) return report_error(d.error_value().describe(), 1);
+      devs.push_back(*d);
+    }
+  }
+  auto options = cluster::world_options::from_environment();
+  if (!options) return report_error(options.error_value().describe(), 2);
+  auto w = cluster::world::create((*session)->world(), devs, *options);
+  if (!w) return report_error(w.error_value().describe(), 1);
+  // Startup cost as a user sees it: from MPI_Init to the first all_reduce completed.
+  {
+    std::vector<al::gpu_ref<float>> one;
+    for (auto& d : devs) one.push_back(d.allocate<float>(1).get().value());
+    if (auto r = (*w)->collective<float>(coll_kind::all_reduce, one, one).get(); !r) {
+      return report_error(r.error_value().describe(), 1);
+    }
+  }
+  const double init_ms = max_over_ranks((*session)->world(), since(t_start) * 1e3);
+  switch (s.type) {
+    case al::dtype::i8: return run_typed<std::int8_t>(s, **session, **w, devs, *gpus, init_ms);
+    case al::dtype::u8: return run_typed<std::uint8_t>(s, **session, **w, devs, *gpus, init_ms);
+    case al::dtype::i32: return run_typed<std::int32_t>(s, **session, **w, devs, *gpus, init_ms);
+    case al::dtype::u32: return run_typed<std::uint32_t>(s, **session, **w, devs, *gpus, init_ms);
+    case al::dtype::i64: return run_typed<std::int64_t>(s, **session, **w, devs, *gpus, init_ms);
+    case al::dtype::u64: return run_typed<std::uint64_t>(s, **session, **w, devs, *gpus, init_ms);
+    case al::dtype::f16: return run_typed<al::f16_t>(s, **session, **w, devs, *gpus, init_ms);
+    case al::dtype::bf16: return run_typed<al::bf16_t>(s, **session, **w, devs, *gpus, init_ms);
+    case al::dtype::f32: return run_typed<float>(s, **session, **w, devs, *gpus, init_ms);
+    case al::dtype::f64: return run_typed<double>(s, **session, **w, devs, *gpus, init_ms);
+  }
+  return 1;
+}
+
+}  // namespace atomr::apps

@@ -15,15 +15,6 @@ namespace {
 using detail::clock;
 using local::buffer_block;
 
-constexpr tunable k_init_timeout{"coll_init_timeout_ms", "ATOMR_COLL_INIT_TIMEOUT_MS", "60000",
-                                 "deadline for creating a world (NCCL or host), ms"};
-constexpr tunable k_op_timeout{"coll_timeout_ms", "ATOMR_COLL_TIMEOUT_MS", "120000",
-                               "deadline of each collective, ms; the watchdog aborts the world after it"};
-constexpr tunable k_check{"coll_check", "ATOMR_COLL_CHECK", "0",
-                          "1: compare every collective across ranks first; report the first mismatch"};
-constexpr tunable k_pack{"coll_pack_bytes", "ATOMR_COLL_PACK_BYTES", "65536",
-                         "all_reduces up to this size may be packed together; 0 turns packing off"};
-
 result<std::chrono::milliseconds> positive_ms(const tunable& t) {
   ATOMR_ASSIGN_OR_RETURN(const auto v, tunable_int(t));
   if (v <= 0) return error(errc::invalid_argument, std::string(t.env) + " must be a positive number of milliseconds");
@@ -46,11 +37,11 @@ std::string_view to_string(world_backend b) { return b == world_backend::nccl ? 
 
 result<world_options> world_options::from_environment() {
   world_options o;
-  ATOMR_ASSIGN_OR_RETURN(o.init_timeout, positive_ms(k_init_timeout));
-  ATOMR_ASSIGN_OR_RETURN(o.op_timeout, positive_ms(k_op_timeout));
-  ATOMR_ASSIGN_OR_RETURN(const auto check, tunable_int(k_check));
+  ATOMR_ASSIGN_OR_RETURN(o.init_timeout, positive_ms(tunables::coll_init_timeout));
+  ATOMR_ASSIGN_OR_RETURN(o.op_timeout, positive_ms(tunables::coll_timeout));
+  ATOMR_ASSIGN_OR_RETURN(const auto check, tunable_int(tunables::coll_check));
   o.check = check != 0;
-  ATOMR_ASSIGN_OR_RETURN(const auto pack, tunable_int(k_pack));
+  ATOMR_ASSIGN_OR_RETURN(const auto pack, tunable_int(tunables::coll_pack_bytes));
   if (pack < 0) return error(errc::invalid_argument, "ATOMR_COLL_PACK_BYTES must not be negative");
   o.pack_limit = static_cast<std::size_t>(pack);
   return o;

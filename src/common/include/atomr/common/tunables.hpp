@@ -26,7 +26,17 @@ inline constexpr tunable wire_max_payload{"wire_max_payload", "ATOMR_WIRE_MAX_PA
 inline constexpr tunable wire_max_container{"wire_max_container", "ATOMR_WIRE_MAX_CONTAINER", "16777216",
                                             "longest container or string a rank decodes from the wire, elements"};
 
-inline constexpr std::array k_all{&log, &wire_max_payload, &wire_max_container};
+inline constexpr tunable coll_init_timeout{"coll_init_timeout_ms", "ATOMR_COLL_INIT_TIMEOUT_MS", "60000",
+                                           "deadline for creating a world (NCCL or host), ms"};
+inline constexpr tunable coll_timeout{"coll_timeout_ms", "ATOMR_COLL_TIMEOUT_MS", "120000",
+                                      "deadline of each collective, ms; the watchdog aborts the world after it"};
+inline constexpr tunable coll_check{"coll_check", "ATOMR_COLL_CHECK", "0",
+                                    "1: compare every collective across ranks first; report the first mismatch"};
+inline constexpr tunable coll_pack_bytes{"coll_pack_bytes", "ATOMR_COLL_PACK_BYTES", "65536",
+                                         "all_reduces up to this size may be packed together; 0: no packing"};
+
+inline constexpr std::array k_all{&log,          &wire_max_payload, &wire_max_container, &coll_init_timeout,
+                                  &coll_timeout, &coll_check,       &coll_pack_bytes};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

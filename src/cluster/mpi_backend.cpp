@@ -82,8 +82,9 @@ result<MPI_Op> mpi_op(dtype t, reduce_op op) {
     ATOMR_ASSIGN_OR_RETURN(const half_ops* ops, get_half_ops());
     return ops->op[t == dtype::f16 ? 0 : 1][index];
   }
-  constexpr MPI_Op k_ops[] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
-  return k_ops[index];
+  // Open MPI's handles are addresses of globals, not constant expressions, so this cannot be constexpr.
+  const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX};
+  return ops[index];
 }
 
 template <typename T>

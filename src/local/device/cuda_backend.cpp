@@ -15,6 +15,7 @@
 #include "atomr/local/cuda_check.hpp"
 #include "atomr/local/device/cuda_events.hpp"
 #include "atomr/local/device/device_backend.hpp"
+#include "cuda_driver.hpp"
 
 namespace atomr::local {
 namespace {
@@ -169,6 +170,83 @@ class cuda_backend final : public device_backend {
     return ATOMR_CUDA_CHECK(cudaMemcpyPeerAsync(dst, index_, src, src_device, bytes, stream_));
   }
 
+  result<void*> load_module(std::span<const std::byte> image) override {
+    context::scoped_device bound(index_);
+    ATOMR_ASSIGN_OR_RETURN(const detail::cuda_driver* cu, detail::cuda_driver::get());
+    if (image.empty()) return error(errc::invalid_argument, "an empty module image");
+    // PTX is text the JIT reads up to a NUL; cubins and fatbins carry their own sizes.
+    std::vector<std::byte> text;
+    if (is_text(image) && image.back() != std::byte{0}) {
+      text.assign(image.begin(), image.end());
+      text.push_back(std::byte{0});
+      image = text;
+    }
+    std::string log(16 * 1024, '\0');
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* values[] = {log.data(), reinterpret_cast<void*>(log.size())};
+    CUmodule module = nullptr;
+    auto loaded = ATOMR_CU_CHECK(cu->module_load_data_ex(&module, image.data(), 2, options, values));
+    if (!loaded) {
+      log.resize(log.find('\0'));
+      if (log.empty()) return loaded.error_value();
+      return error(loaded.error_value().code(), loaded.error_value().message() + "; JIT log: " + log);
+    }
+    return static_cast<void*>(module);
+  }
+
+  result<loaded_kernel> get_kernel(void* module, const std::string& name) override {
+    context::scoped_device bound(index_);
+    ATOMR_ASSIGN_OR_RETURN(const detail::cuda_driver* cu, detail::cuda_driver::get());
+    CUfunction function = nullptr;
+    const CUresult found = cu->module_get_function(&function, static_cast<CUmodule>(module), name.c_str());
+    if (found == CUDA_ERROR_NOT_FOUND) {
+      return error(errc::invalid_argument, "the module has no kernel named '" + name +
+                                               "' (extern \"C\" names are "
+                                               "kept as written; C++ names are mangled)");
+    }
+    ATOMR_TRY(ATOMR_CU_CHECK(found));
+    loaded_kernel k{function, {}};
+    // The parameter list ends where cuFuncGetParamInfo says the index is out of range.
+    for (std::size_t i = 0;; ++i) {
+      std::size_t offset = 0;
+      std::size_t size = 0;
+      const CUresult status = cu->func_get_param_info(function, i, &offset, &size);
+      if (status == CUDA_ERROR_INVALID_VALUE) break;
+      ATOMR_TRY(ATOMR_CU_CHECK(status));
+      k.param_sizes.push_back(size);
+    }
+    return k;
+  }
+
+  result<void> launch(void* function, const launch_config& config, void** args) override {
+    context::scoped_device bound(index_);
+    ATOMR_ASSIGN_OR_RETURN(const detail::cuda_driver* cu, detail::cuda_driver::get());
+    const auto f = static_cast<CUfunction>(function);
+    CUlaunchConfig launch{};
+    launch.gridDimX = config.grid[0];
+    launch.gridDimY = config.grid[1];
+    launch.gridDimZ = config.grid[2];
+    launch.blockDimX = config.block[0];
+    launch.blockDimY = config.block[1];
+    launch.blockDimZ = config.block[2];
+    launch.sharedMemBytes = config.shared_bytes;
+    launch.hStream = stream_;
+    CUlaunchAttribute cooperative{};
+    if (config.cooperative) {
+      ATOMR_TRY(fits_at_once(*cu, f, config));
+      cooperative.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      cooperative.value.cooperative = 1;
+      launch.attrs = &cooperative;
+      launch.numAttrs = 1;
+    }
+    return ATOMR_CU_CHECK(cu->launch_kernel_ex(&launch, f, args, nullptr));
+  }
+
+  void unload_module(void* module) override {
+    context::scoped_device bound(index_);
+    if (auto cu = detail::cuda_driver::get()) (*cu)->module_unload(static_cast<CUmodule>(module));
+  }
+
   result<void> wait_event(const std::shared_ptr<void>& event) override {
     if (!event) return ok();
     context::scoped_device bound(index_);
@@ -195,7 +273,12 @@ class cuda_backend final : public device_backend {
     for (const char* name :
          {"cudaErrorIllegalAddress", "cudaErrorLaunchFailure", "cudaErrorIllegalInstruction",
           "cudaErrorMisalignedAddress", "cudaErrorInvalidAddressSpace", "cudaErrorInvalidPc",
-          "cudaErrorHardwareStackError", "cudaErrorAssert", "cudaErrorECCUncorrectable", "cudaErrorLaunchTimeout"}) {
+          "cudaErrorHardwareStackError", "cudaErrorAssert", "cudaErrorECCUncorrectable", "cudaErrorLaunchTimeout",
+          // The same faults reported by driver API calls (module launches).
+          "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+          "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC",
+          "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_ASSERT", "CUDA_ERROR_ECC_UNCORRECTABLE",
+          "CUDA_ERROR_LAUNCH_TIMEOUT"}) {
       if (e.message().find(name) != std::string::npos) return true;
     }
     return false;
@@ -223,6 +306,32 @@ class cuda_backend final : public device_backend {
       cudaStreamDestroy(stream_);
       stream_ = nullptr;
     }
+  }
+
+  // A cooperative grid must be resident all at once; say so plainly instead of CUDA's
+  // "cooperative launch too large".
+  result<void> fits_at_once(const detail::cuda_driver& cu, CUfunction f, const launch_config& config) const {
+    const unsigned long long threads = 1ULL * config.block[0] * config.block[1] * config.block[2];
+    const unsigned long long blocks = 1ULL * config.grid[0] * config.grid[1] * config.grid[2];
+    int per_sm = 0;
+    int sms = 0;
+    ATOMR_TRY(
+        ATOMR_CU_CHECK(cu.occupancy_max_active_blocks(&per_sm, f, static_cast<int>(threads), config.shared_bytes)));
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, index_)));
+    const unsigned long long most = 1ULL * static_cast<unsigned>(per_sm) * static_cast<unsigned>(sms);
+    if (blocks > most) {
+      return error(errc::invalid_argument, "cooperative launch of " + std::to_string(blocks) + " blocks of " +
+                                               std::to_string(threads) + " threads: at most " + std::to_string(most) +
+                                               " fit on device " + std::to_string(index_) + " at once (" +
+                                               std::to_string(per_sm) + " per SM x " + std::to_string(sms) + " SMs)");
+    }
+    return ok();
+  }
+
+  // Cubins and fatbins start with binary magic numbers; PTX is printable text.
+  static bool is_text(std::span<const std::byte> image) {
+    const auto first = std::to_integer<unsigned char>(image.front());
+    return first != 0x7f && first != 0x50 && first != 0xba;
   }
 
   static cudaMemLocation to_location(int location) {

@@ -13,12 +13,15 @@ using namespace std::chrono_literals;
 using detail::device_msg;
 
 std::atomic<std::uint64_t> g_next_buffer_id{1};
+std::atomic<std::uint64_t> g_next_module_id{1};
+std::atomic<std::uint64_t> g_next_kernel_id{1};
 
 // Work enqueued on the device whose reply waits for the device to finish it.
 struct pending_op {
   std::shared_ptr<void> done;  // the event after the operation
   reply_to<void> reply;
   std::vector<std::shared_ptr<buffer_block>> uses;
+  std::function<void()> after{};  // runs once the device has finished, before the reply
 };
 
 class device_actor final : public actor<device_msg> {
@@ -45,6 +48,9 @@ class device_actor final : public actor<device_msg> {
     poll();  // everything has finished: answer the pending replies with their real outcome
     for (const auto& [p, a] : live_) release(p, a);
     live_.clear();
+    for (const auto& [id, m] : modules_) backend_->unload_module(m);
+    modules_.clear();
+    kernels_.clear();
     backend_->drain();
   }
 
@@ -165,6 +171,64 @@ class device_actor final : public actor<device_msg> {
     enqueue_completion(std::move(op.reply), std::move(op.uses));
   }
 
+  void handle(detail::module_load_op& op) {
+    auto m = backend_->load_module(op.image);
+    if (!m) return fail_op(op.reply, m.error_value());
+    const module_ref ref{g_next_module_id.fetch_add(1), state_->device(), state_->generation()};
+    modules_.emplace(ref.id, *m);
+    op.reply.send(ref);
+  }
+
+  void handle(detail::kernel_get_op& op) {
+    auto m = find_module(op.module);
+    if (!m) return op.reply.fail(m.error_value());
+    auto k = backend_->get_kernel(*m, op.name);
+    if (!k) return fail_op(op.reply, k.error_value().with_context("looking up kernel '" + op.name + "'"));
+    kernel_ref ref{g_next_kernel_id.fetch_add(1), op.module.id,       state_->device(),
+                   state_->generation(),          std::move(op.name), k->param_sizes};
+    kernels_.emplace(ref.id, kernel_entry{k->function, op.module.id});
+    op.reply.send(std::move(ref));
+  }
+
+  void handle(detail::launch_op& op) {
+    if (auto v = validate(op.uses); !v) return op.reply.fail(v.error_value());
+    const auto k = kernels_.find(op.kernel.id);
+    if (k == kernels_.end() || op.kernel.generation != state_->generation()) {
+      return op.reply.fail(unknown("kernel", op.kernel.id, op.kernel.generation));
+    }
+    auto args = op.args.bind();
+    if (auto r = backend_->launch(k->second.function, op.config, args.data()); !r) {
+      return fail_op(op.reply, r.error_value().with_context("launching kernel '" + op.kernel.name + "'"));
+    }
+    enqueue_completion(std::move(op.reply), std::move(op.uses));
+  }
+
+  void handle(detail::module_unload_op& op) {
+    auto m = find_module(op.module);
+    if (!m) return op.reply.fail(m.error_value());
+    modules_.erase(op.module.id);
+    std::erase_if(kernels_, [&](const auto& k) { return k.second.module == op.module.id; });
+    // Launches from the module may still run: unload once the stream has passed them.
+    enqueue_completion(std::move(op.reply), {}, [this, handle = *m] { backend_->unload_module(handle); });
+  }
+
+  result<void*> find_module(const module_ref& ref) const {
+    const auto it = modules_.find(ref.id);
+    if (it == modules_.end() || ref.generation != state_->generation())
+      return unknown("module", ref.id, ref.generation);
+    return it->second;
+  }
+
+  error unknown(std::string_view what, std::uint64_t id, std::uint64_t generation) const {
+    const std::string name = std::string(what) + " " + std::to_string(id);
+    if (generation != state_->generation()) {
+      return error(errc::stale_ref, name + " is from generation " + std::to_string(generation) + "; device " +
+                                        std::to_string(state_->device()) + " rebuilt its context since");
+    }
+    return error(errc::invalid_argument, "unknown " + name + " on device " + std::to_string(state_->device()) +
+                                             " (unloaded, or never loaded here)");
+  }
+
   void handle(detail::free_op& op) {
     // Memory from an older generation went away with that context.
     if (op.generation != state_->generation()) return;
@@ -236,11 +300,12 @@ class device_actor final : public actor<device_msg> {
     for (const auto& t : writes) t.block->write_enqueued(t.seq, recorded_event_, this);
   }
 
-  void enqueue_completion(reply_to<void> reply, std::vector<std::shared_ptr<buffer_block>> uses) {
+  void enqueue_completion(reply_to<void> reply, std::vector<std::shared_ptr<buffer_block>> uses,
+                          std::function<void()> after = {}) {
     auto event = backend_->mark([self = context().self()] { (void)self.tell(detail::poll_op{}); });
     if (!event) return fail_op(reply, event.error_value());
     recorded_event_ = *event;  // what readers on other devices of the buffers written here wait on
-    pending_.push_back({std::move(event).value(), std::move(reply), std::move(uses)});
+    pending_.push_back({std::move(event).value(), std::move(reply), std::move(uses), std::move(after)});
   }
 
   // An operation failed when it was enqueued; a sticky error also poisons everything behind it.
@@ -272,6 +337,7 @@ class device_actor final : public actor<device_msg> {
         continue;
       }
       if (!*done) break;
+      if (pending_.front().after) pending_.front().after();
       pending_.front().reply.send();
       pending_.pop_front();
     }
@@ -292,7 +358,9 @@ class device_actor final : public actor<device_msg> {
     const error poisoned = cause.with_context("device " + std::to_string(state_->device()) + " context poisoned");
     for (auto& op : pending_) op.reply.fail(poisoned);
     pending_.clear();
-    live_.clear();  // the context and all its memory go
+    live_.clear();  // the context and all its memory and modules go
+    modules_.clear();
+    kernels_.clear();
     state_->bump_generation();
     if (static_cast<int>(rebuilds_.size()) >= options_.max_rebuilds) {
       return give_up(error(errc::aborted, "device " + std::to_string(state_->device()) + " exceeded " +
@@ -320,6 +388,12 @@ class device_actor final : public actor<device_msg> {
   context::scoped_device scope_;  // error messages from this actor name the device
   std::unique_ptr<device_backend> backend_;
   std::unordered_map<void*, live_allocation> live_;
+  struct kernel_entry {
+    void* function;
+    std::uint64_t module;
+  };
+  std::unordered_map<std::uint64_t, void*> modules_;  // module id -> backend handle
+  std::unordered_map<std::uint64_t, kernel_entry> kernels_;
   std::deque<pending_op> pending_;
   std::vector<device_msg> deferred_;
   std::shared_ptr<void> recorded_event_;
@@ -373,13 +447,6 @@ std::vector<detail::write_ticket> detail::tickets_for(const std::vector<std::sha
 
 future<device_stats> device::stats() const {
   return send<device_stats>([](auto r) { return detail::stats_op{std::move(r)}; });
-}
-
-future<void> device::failed(error e) {
-  promise<void> p;
-  auto f = p.get_future();
-  p.set_error(std::move(e));
-  return f;
 }
 
 }  // namespace atomr::local

@@ -46,6 +46,11 @@ class host_backend final : public device_backend {
   }
   result<void> wait_event(const std::shared_ptr<void>&) override { return ok(); }
 
+  result<void*> load_module(std::span<const std::byte>) override { return no_modules(); }
+  result<loaded_kernel> get_kernel(void*, const std::string&) override { return no_modules(); }
+  result<void> launch(void*, const launch_config&, void**) override { return no_modules(); }
+  void unload_module(void*) override {}
+
   result<std::shared_ptr<void>> mark(std::function<void()>) override { return std::shared_ptr<void>(); }
   result<bool> finished(const std::shared_ptr<void>&) override { return true; }
   bool is_sticky(const error&) const override { return false; }
@@ -53,6 +58,10 @@ class host_backend final : public device_backend {
   void drain() override {}
 
  private:
+  error no_modules() const {
+    return error(errc::unavailable,
+                 "host device " + std::to_string(index_) + " cannot run device code (modules need a CUDA device)");
+  }
   result<void> check_location(int location) const {
     if (location == k_host_location || location == index_) return ok();
     return error(errc::invalid_argument, "host device " + std::to_string(index_) + " has no location " +

@@ -26,6 +26,7 @@
 #include "atomr/local/actors.hpp"
 #include "atomr/local/device/device_backend.hpp"
 #include "atomr/local/device/gpu_ref.hpp"
+#include "atomr/local/device/module.hpp"
 
 namespace atomr::local {
 
@@ -85,6 +86,28 @@ struct peer_copy_op {
   std::vector<write_ticket> reads;  // src, with the writes to it requested before this copy
   reply_to<void> reply;
 };
+struct module_load_op {
+  std::vector<std::byte> image;
+  reply_to<module_ref> reply;
+};
+struct kernel_get_op {
+  module_ref module;
+  std::string name;
+  reply_to<kernel_ref> reply;
+};
+struct launch_op {
+  kernel_ref kernel;
+  launch_config config;
+  kernel_args args;
+  std::vector<std::shared_ptr<buffer_block>> uses;
+  std::vector<write_ticket> writes;  // the buffers passed read_write
+  std::vector<write_ticket> reads;   // the buffers passed read
+  reply_to<void> reply;
+};
+struct module_unload_op {
+  module_ref module;
+  reply_to<void> reply;
+};
 struct free_op {
   void* ptr;
   std::uint64_t generation;
@@ -105,8 +128,8 @@ namespace detail {
 struct stats_op {
   reply_to<device_stats> reply;
 };
-using device_msg =
-    std::variant<alloc_op, placement_op, copy_op, fill_op, run_op, peer_copy_op, free_op, stats_op, poll_op>;
+using device_msg = std::variant<alloc_op, placement_op, copy_op, fill_op, run_op, peer_copy_op, module_load_op,
+                                kernel_get_op, launch_op, module_unload_op, free_op, stats_op, poll_op>;
 }  // namespace detail
 
 struct device_options {
@@ -153,6 +176,18 @@ class device {
   future<void> run(std::function<result<void>(const stream_context&)> work,
                    std::vector<std::shared_ptr<buffer_block>> uses = {}) const;
 
+  // Modules (CUDA kind; the host kind fails them with unavailable). load_module takes a cubin, a
+  // fatbin or PTX text (a PTX error carries the JIT log); load_module_file reads one from disk.
+  // get_function looks a kernel up by its (extern "C" or mangled) name and learns its parameter
+  // layout; launch checks the arguments against it (count and sizes) and the buffers like every
+  // other operation, runs after the earlier writes to the buffers it reads, and resolves when the
+  // kernel has finished. unload_module waits for the module's launches in flight, then unloads.
+  future<module_ref> load_module(std::vector<std::byte> image) const;
+  future<module_ref> load_module_file(const std::string& path) const;
+  future<kernel_ref> get_function(const module_ref& module, std::string name) const;
+  future<void> launch(const kernel_ref& kernel, const launch_config& config, kernel_args args) const;
+  future<void> unload_module(const module_ref& module) const;
+
   // Stops the actor: waits for enqueued work, frees every buffer, makes all refs stale.
   void stop() const { actor_.stop(); }
   future<terminated> on_terminated() const { return actor_.on_terminated(); }
@@ -164,7 +199,15 @@ class device {
   future<R> send(Make&& make) const {
     return actor_.ask<R>(std::forward<Make>(make), options_.op_timeout);
   }
-  static future<void> failed(error e);
+  template <typename T = void>
+  static future<T> failed(error e) {
+    promise<T> p;
+    auto f = p.get_future();
+    p.set_error(std::move(e));
+    return f;
+  }
+  // Refuses a module or kernel handle that is not this device's current generation.
+  result<void> check_handle(std::string_view what, std::uint64_t id, int owner, std::uint64_t generation) const;
   template <device_element T>
   future<gpu_ref<T>> typed_allocation(std::size_t count, bool managed, managed_attach attach) const;
 

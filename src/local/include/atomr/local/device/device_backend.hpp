@@ -8,8 +8,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "atomr/common/result.hpp"
+#include "atomr/local/device/module.hpp"
 #include "atomr/local/devices.hpp"
 
 namespace atomr::local {
@@ -49,6 +53,18 @@ class device_backend {
   // Copies from device `src_device`'s memory into this device's, after making peer access
   // possible (enabled once per peer where the hardware allows; otherwise CUDA stages the copy).
   virtual result<void> copy_from_peer(void* dst, const void* src, int src_device, std::size_t bytes) = 0;
+
+  // Modules (CUDA kind; the host kind answers errc::unavailable). `image` is a cubin, a fatbin or
+  // PTX text; PTX errors carry the JIT compiler's log. Handles are the backend's own; unload waits
+  // for nothing, so the caller unloads only once launches from the module have finished.
+  struct loaded_kernel {
+    void* function = nullptr;
+    std::vector<std::size_t> param_sizes;
+  };
+  virtual result<void*> load_module(std::span<const std::byte> image) = 0;
+  virtual result<loaded_kernel> get_kernel(void* module, const std::string& name) = 0;
+  virtual result<void> launch(void* function, const launch_config& config, void** args) = 0;
+  virtual void unload_module(void* module) = 0;
 
   // An event after all work enqueued so far (empty where work completes at once). `wake` is
   // called (from another thread) once that work has finished, or may never be called if the device

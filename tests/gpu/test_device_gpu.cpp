@@ -7,6 +7,7 @@
 #include "affine_kernel.hpp"
 #include "atomr/local/cuda_check.hpp"
 #include "atomr/local/device/device.hpp"
+#include "gate_kernel.hpp"
 #include "gpu_test.hpp"
 #include "rank_gpu.hpp"
 #include "slow_fill_kernel.hpp"
@@ -51,6 +52,46 @@ TEST(GpuDevice, CopiesAndKernelsProduceExactValues) {
   ASSERT_TRUE(dev.fill_bytes(b, 0x7f).get());
   ASSERT_TRUE(dev.download<std::int32_t>(b, out).get());
   for (std::size_t i = 0; i < n; i += 4099) ASSERT_EQ(out[i], 0x7f7f7f7f);
+}
+
+// Copies between a device and pageable host memory go through pinned staging, so the actor never
+// waits for the stream: while a kernel holds the stream, the actor still enqueues a 64 MiB upload
+// and a download and answers other requests; once the gate opens, both land with exact values.
+TEST(GpuDevice, PageableCopiesNeverBlockTheActorBehindAKernel) {
+  ATOMR_REQUIRE_GPUS(1);
+  actor_system sys;
+  auto dev = device::start(sys, test::rank_gpu(), device_kind::cuda).value();
+  int* gate = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&gate), sizeof(int), cudaHostAllocPortable | cudaHostAllocMapped),
+            cudaSuccess);
+  *gate = 0;
+  constexpr std::size_t n = 16u << 20;  // 64 MiB of int32
+  const auto in = seeded(n, 77u);
+  auto a = dev.allocate<std::int32_t>(n).get().value();
+  auto b = dev.allocate<std::int32_t>(n).get().value();
+  ASSERT_TRUE(dev.upload<std::int32_t>(b, in).get());
+  auto held = dev.run([gate](const stream_context& ctx) -> result<void> {
+    return ATOMR_CUDA_CHECK(test::launch_wait_for_gate(gate, static_cast<cudaStream_t>(ctx.stream)));
+  });
+  auto up = dev.upload<std::int32_t>(a, in);
+  std::vector<std::int32_t> out(n);
+  auto down = dev.download<std::int32_t>(b, out);
+  // Answered only if the actor got past both copies without waiting for the stream.
+  auto stats = dev.stats();
+  const bool answered = stats.wait_for(60s);
+  const bool still_held = !held.ready() && !up.ready() && !down.ready();
+  *gate = 1;  // open the gate whatever happened, so the device drains
+  ASSERT_TRUE(answered) << "the device actor blocked on a pageable copy behind a running kernel";
+  EXPECT_TRUE(still_held);
+  EXPECT_EQ(stats.get()->buffers, 2u);
+  ASSERT_TRUE(held.get());
+  ASSERT_TRUE(up.get());
+  ASSERT_TRUE(down.get());
+  EXPECT_EQ(out, in);
+  std::vector<std::int32_t> back(n);
+  ASSERT_TRUE(dev.download<std::int32_t>(a, back).get());
+  EXPECT_EQ(back, in);
+  cudaFreeHost(gate);
 }
 
 TEST(GpuDevice, EveryVisibleGpuFromOneRank) {

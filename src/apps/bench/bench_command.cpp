@@ -8,6 +8,7 @@
 #include "atomr/local/devices.hpp"
 #include "bench/bench_actors.hpp"
 #include "bench/bench_coll.hpp"
+#include "bench/bench_device.hpp"
 #include "bench/bench_p2p.hpp"
 #include "bench/bench_wire.hpp"
 #include "command_line.hpp"
@@ -135,6 +136,41 @@ int bench_p2p(bool json, int src, int dst, const std::string& min_text, const st
   return 0;
 }
 
+int bench_device(bool json, int index, bool host) {
+  const auto gpus = local::probe_cuda_devices();
+  const int count = gpus ? static_cast<int>(gpus->devices.size()) : 0;
+  const auto kind = host || count == 0 ? local::device_kind::host : local::device_kind::cuda;
+  if (kind == local::device_kind::cuda && (index < 0 || index >= count)) {
+    return report_error("--device " + std::to_string(index) + ": " + std::to_string(count) + " GPU(s) visible", 2);
+  }
+  auto cases = bench::run_device_benchmarks(kind, index);
+  if (!cases) return report_error(cases.error_value().describe(), 1);
+  const std::string where = (kind == local::device_kind::cuda ? "GPU" : "host device ") + std::to_string(index);
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& c : *cases) {
+      out.push_back({{"case", c.name},
+                     {"bytes", c.bytes},
+                     {"raw_us", c.raw_us},
+                     {"atomr_us", c.atomr_us},
+                     {"overhead_us", c.atomr_us - c.raw_us},
+                     {"ratio", c.atomr_us / c.raw_us}});
+    }
+    std::cout << nlohmann::json{{"benchmark", "device"}, {"device", where}, {"cases", out}}.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << "atomr bench device: " << where
+            << "; round trips, each waited for. raw = the CUDA runtime calls on a stream of their own, then\n"
+               "cudaStreamSynchronize (host device: malloc/memcpy); atomr = the device actor's future\n\n";
+  text_table t({"case", "bytes", "raw us", "atomr us", "overhead us", "atomr/raw"});
+  for (const auto& c : *cases) {
+    t.add_row({c.name, std::to_string(c.bytes), fixed(c.raw_us, 2), fixed(c.atomr_us, 2),
+               fixed(c.atomr_us - c.raw_us, 2), fixed(c.atomr_us / c.raw_us, 2)});
+  }
+  t.print(std::cout);
+  return 0;
+}
+
 }  // namespace
 
 int run_bench(const std::string& program, const std::vector<std::string>& args) {
@@ -148,7 +184,9 @@ int run_bench(const std::string& program, const std::vector<std::string>& args) 
       "src", po::value<int>()->default_value(0), "p2p: source GPU")("dst", po::value<int>()->default_value(1),
                                                                     "p2p: destination GPU")(
       "min-bytes", po::value<std::string>()->default_value("4K"), "p2p: smallest copy")(
-      "max-bytes", po::value<std::string>()->default_value("1G"), "p2p: largest copy (sizes step by 4x)");
+      "max-bytes", po::value<std::string>()->default_value("1G"), "p2p: largest copy (sizes step by 4x)")(
+      "device", po::value<int>()->default_value(0), "device: the GPU to measure")(
+      "host", "device: measure the host device kind even where a GPU is visible");
   po::options_description hidden;
   hidden.add_options()("name", po::value<std::string>(), "");
   po::options_description all;
@@ -163,6 +201,7 @@ int run_bench(const std::string& program, const std::vector<std::string>& args) 
           "  wire    encode+decode of a gpu_token and of 64 B / 4 KiB envelopes vs memcpy\n"
           "  actors  tell throughput (1 and N producers), ask round trip and wake-up latency vs the raw queue\n"
           "  p2p     GPU-to-GPU copy bandwidth and latency vs cudaMemcpyPeerAsync (needs two GPUs)\n"
+          "  device  allocate, upload, download and run round trips through a device actor vs direct calls\n"
           "  coll    collectives through atomr vs direct NCCL (or MPI on the host backend); run under mpirun;\n"
           "          nccl-tests options: 'atomr bench coll --help'",
           vm)) {
@@ -176,6 +215,7 @@ int run_bench(const std::string& program, const std::vector<std::string>& args) 
     return bench_p2p(json, vm["src"].as<int>(), vm["dst"].as<int>(), vm["min-bytes"].as<std::string>(),
                      vm["max-bytes"].as<std::string>());
   }
+  if (name == "device") return bench_device(json, vm["device"].as<int>(), vm.count("host") > 0);
   if (name == "actors") {
     const auto messages = vm["messages"].as<long long>();
     const auto producers = vm["producers"].as<int>();

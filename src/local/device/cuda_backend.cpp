@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include "atomr/local/device/cuda_events.hpp"
 #include "atomr/local/device/device_backend.hpp"
 #include "cuda_driver.hpp"
+#include "pinned_pool.hpp"
 
 namespace atomr::local {
 namespace {
@@ -71,7 +73,7 @@ class completion_waiter {
 
 class cuda_backend final : public device_backend {
  public:
-  explicit cuda_backend(int index) : index_(index) {}
+  explicit cuda_backend(int index) : index_(index), pinned_(std::make_shared<detail::pinned_pool>(index)) {}
   ~cuda_backend() override { destroy(); }
 
   result<void> init() override {
@@ -140,12 +142,28 @@ class cuda_backend final : public device_backend {
     return ATOMR_CUDA_CHECK(cudaMemAdvise(p, bytes, a, to_location(location)));
   }
 
-  result<void> copy(void* dst, const void* src, std::size_t bytes, copy_direction direction) override {
+  result<std::function<void()>> copy(void* dst, const void* src, std::size_t bytes, copy_direction direction) override {
     context::scoped_device bound(index_);
     const cudaMemcpyKind kind = direction == copy_direction::host_to_device   ? cudaMemcpyHostToDevice
                                 : direction == copy_direction::device_to_host ? cudaMemcpyDeviceToHost
                                                                               : cudaMemcpyDeviceToDevice;
-    return ATOMR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream_));
+    const void* host = direction == copy_direction::host_to_device ? src : dst;
+    bool staged = false;
+    if (direction != copy_direction::device_to_device && bytes != 0) {
+      ATOMR_ASSIGN_OR_RETURN(staged, is_pageable(host));
+    }
+    if (!staged) {
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream_)));
+      return std::function<void()>();
+    }
+    ATOMR_ASSIGN_OR_RETURN(std::shared_ptr<void> staging, pinned_->take(bytes));
+    if (direction == copy_direction::host_to_device) {
+      std::memcpy(staging.get(), src, bytes);
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemcpyAsync(dst, staging.get(), bytes, kind, stream_)));
+      return std::function<void()>([staging] {});  // held until the device has read it
+    }
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemcpyAsync(staging.get(), src, bytes, kind, stream_)));
+    return std::function<void()>([staging, dst, bytes] { std::memcpy(dst, staging.get(), bytes); });
   }
 
   result<void> fill_bytes(void* dst, std::uint8_t value, std::size_t bytes) override {
@@ -288,6 +306,7 @@ class cuda_backend final : public device_backend {
     context::scoped_device bound(index_);
     destroy();
     peers_enabled_.clear();
+    pinned_->forget();
     cudaGetLastError();
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaDeviceReset()));
     return init();
@@ -328,6 +347,13 @@ class cuda_backend final : public device_backend {
     return ok();
   }
 
+  // Host memory CUDA did not allocate or register: copies to or from it go through pinned staging.
+  static result<bool> is_pageable(const void* p) {
+    cudaPointerAttributes attributes{};
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaPointerGetAttributes(&attributes, p)));
+    return attributes.type == cudaMemoryTypeUnregistered;
+  }
+
   // Cubins and fatbins start with binary magic numbers; PTX is printable text.
   static bool is_text(std::span<const std::byte> image) {
     const auto first = std::to_integer<unsigned char>(image.front());
@@ -346,6 +372,7 @@ class cuda_backend final : public device_backend {
   std::shared_ptr<cuda_event_pool> events_;
   std::unique_ptr<completion_waiter> waiter_;
   std::set<int> peers_enabled_;
+  std::shared_ptr<detail::pinned_pool> pinned_;
 };
 
 std::unique_ptr<device_backend> make_cuda_backend(int index) { return std::make_unique<cuda_backend>(index); }

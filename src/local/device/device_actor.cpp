@@ -132,8 +132,9 @@ class device_actor final : public actor<device_msg> {
 
   void handle(detail::copy_op& op) {
     if (auto v = validate(op.uses); !v) return op.reply.fail(v.error_value());
-    if (auto r = backend_->copy(op.dst, op.src, op.bytes, op.direction); !r) return fail_op(op.reply, r.error_value());
-    enqueue_completion(std::move(op.reply), std::move(op.uses));
+    auto after = backend_->copy(op.dst, op.src, op.bytes, op.direction);
+    if (!after) return fail_op(op.reply, after.error_value());
+    enqueue_completion(std::move(op.reply), std::move(op.uses), std::move(after).value());
   }
 
   void handle(detail::peer_copy_op& op) {

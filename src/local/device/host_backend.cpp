@@ -32,9 +32,9 @@ class host_backend final : public device_backend {
     return check_location(location);
   }
 
-  result<void> copy(void* dst, const void* src, std::size_t bytes, copy_direction) override {
+  result<std::function<void()>> copy(void* dst, const void* src, std::size_t bytes, copy_direction) override {
     if (bytes != 0) std::memmove(dst, src, bytes);
-    return ok();
+    return std::function<void()>();
   }
   result<void> fill_bytes(void* dst, std::uint8_t value, std::size_t bytes) override {
     std::memset(dst, value, bytes);

@@ -48,7 +48,10 @@ class device_backend {
   // Migrates managed memory to `location` in stream order; advises the driver about it.
   virtual result<void> prefetch(const void* p, std::size_t bytes, int location) = 0;
   virtual result<void> advise(const void* p, std::size_t bytes, memory_advice advice, int location) = 0;
-  virtual result<void> copy(void* dst, const void* src, std::size_t bytes, copy_direction direction) = 0;
+  // Returns what must run once the device has finished the copy (a copy staged through pinned
+  // memory moves the bytes out and gives the staging buffer back), or an empty function.
+  virtual result<std::function<void()>> copy(void* dst, const void* src, std::size_t bytes,
+                                             copy_direction direction) = 0;
   virtual result<void> fill_bytes(void* dst, std::uint8_t value, std::size_t bytes) = 0;
   // Copies from device `src_device`'s memory into this device's, after making peer access
   // possible (enabled once per peer where the hardware allows; otherwise CUDA stages the copy).

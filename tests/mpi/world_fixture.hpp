@@ -43,8 +43,17 @@ class world_fixture : public ::testing::Test {
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
 #if ATOMR_WORLD_TEST_CUDA
     ATOMR_REQUIRE_GPUS(1);
-    dev_ = local::device::start(sys_, test::rank_gpu(), local::device_kind::cuda).value();
 #endif
+  }
+  // The rank's GPU in the gpu build (a host device where none is visible: the test skips), else a
+  // host device. One device per system: a second would clash on its actor name.
+  static local::device start_device(local::actor_system& sys) {
+#if ATOMR_WORLD_TEST_CUDA
+    if (!local::probe_cuda_devices()->devices.empty()) {
+      return local::device::start(sys, test::rank_gpu(), local::device_kind::cuda).value();
+    }
+#endif
+    return local::device::start(sys, 0, local::device_kind::host).value();
   }
   std::unique_ptr<cluster::world> make_world(cluster::world_options o = {}) {
     auto w = cluster::world::create(MPI_COMM_WORLD, {dev_}, o);
@@ -68,7 +77,7 @@ class world_fixture : public ::testing::Test {
   int rank_ = 0;
   int size_ = 1;
   local::actor_system sys_;
-  local::device dev_ = local::device::start(sys_, 0, local::device_kind::host).value();
+  local::device dev_ = start_device(sys_);
 };
 
 }  // namespace atomr::testing

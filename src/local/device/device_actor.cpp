@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <unordered_map>
@@ -432,17 +433,29 @@ error detail::too_many_elements(std::string_view op, std::size_t count, std::str
                                            std::to_string(size));
 }
 
+namespace {
+bool listed(const std::vector<detail::write_ticket>& tickets, const buffer_block* b) {
+  return std::any_of(tickets.begin(), tickets.end(), [&](const auto& t) { return t.block.get() == b; });
+}
+}  // namespace
+
+// A buffer named twice gets one ticket: a second ticket would wait for the first, which is
+// reported only when this same operation is enqueued.
 std::vector<detail::write_ticket> detail::reads_of(const std::vector<std::shared_ptr<buffer_block>>& read) {
   std::vector<write_ticket> out;
   out.reserve(read.size());
-  for (const auto& b : read) out.push_back({b, b->writes_requested()});
+  for (const auto& b : read) {
+    if (!listed(out, b.get())) out.push_back({b, b->writes_requested()});
+  }
   return out;
 }
 
 std::vector<detail::write_ticket> detail::tickets_for(const std::vector<std::shared_ptr<buffer_block>>& written) {
   std::vector<write_ticket> out;
   out.reserve(written.size());
-  for (const auto& b : written) out.push_back({b, b->request_write()});
+  for (const auto& b : written) {
+    if (!listed(out, b.get())) out.push_back({b, b->request_write()});
+  }
   return out;
 }
 

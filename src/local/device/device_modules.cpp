@@ -1,4 +1,5 @@
 // device's module calls: the handle and argument checks made before anything is sent.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -64,7 +65,13 @@ future<void> device::launch(const kernel_ref& kernel, const launch_config& confi
   for (const auto& b : args.buffers()) {
     if (auto v = validate_block(*b.block); !v) return failed(v.error_value());
     uses.push_back(b.block);
-    (b.access == buffer_access::read ? read : written).push_back(b.block);
+    if (b.access == buffer_access::read_write) written.push_back(b.block);
+  }
+  // A buffer passed both ways is a write: it waits for earlier writes either way.
+  for (const auto& b : args.buffers()) {
+    if (b.access == buffer_access::read && std::find(written.begin(), written.end(), b.block) == written.end()) {
+      read.push_back(b.block);
+    }
   }
   return send<void>([&](auto r) {
     return detail::launch_op{

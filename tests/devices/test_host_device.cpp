@@ -94,6 +94,23 @@ TEST_F(HostDevice, RunGivesTheStreamContextAndValidatedBuffers) {
   for (std::size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], 3 * in[i] + 1);
 }
 
+// One write ticket per buffer: a buffer named twice must not wait on its own second ticket.
+TEST_F(HostDevice, RunWithTheSameBufferTwiceCompletes) {
+  auto b = dev_.allocate<std::int32_t>(4).get().value();
+  auto r = dev_.run(
+      [b](const stream_context&) -> result<void> {
+        ATOMR_ASSIGN_OR_RETURN(std::int32_t * p, b.data());
+        p[0] = 42;
+        return ok();
+      },
+      {b.block(), b.block()});
+  ASSERT_TRUE(r.wait_for(30s)) << "an operation naming one buffer twice never ran";
+  ASSERT_TRUE(r.get());
+  std::vector<std::int32_t> out(4);
+  ASSERT_TRUE(dev_.download<std::int32_t>(b, out).get());
+  EXPECT_EQ(out[0], 42);
+}
+
 TEST_F(HostDevice, WorkThatFailsReportsItsError) {
   auto r =
       dev_.run([](const stream_context&) -> result<void> { return error(errc::invalid_argument, "bad kernel args"); })

@@ -51,6 +51,9 @@ class comm_backend {
   virtual result<void> issue(coll_request& r, const member_waits& waits) = 0;
   // Enqueues all_reduces of one type and reduction as one packed reduction.
   virtual result<void> issue_packed(std::span<coll_request* const> batch, const member_waits& waits) = 0;
+  // Enqueues send/recv requests together (one NCCL group), so that a rank's sends and receives,
+  // to itself too, never wait on each other.
+  virtual result<void> issue_group(std::span<coll_request* const> batch, const member_waits& waits) = 0;
   virtual std::vector<std::shared_ptr<void>> events(const coll_request& r) const = 0;
   // True once the request's work has finished (and its results are in place).
   virtual result<bool> test(coll_request& r) = 0;

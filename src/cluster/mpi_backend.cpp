@@ -201,6 +201,12 @@ class mpi_backend final : public comm_backend {
     return ok();
   }
 
+  // MPI's sends and receives are nonblocking already: each request on its own.
+  result<void> issue_group(std::span<coll_request* const> batch, const member_waits& waits) override {
+    for (auto* r : batch) ATOMR_TRY(issue(*r, waits));
+    return ok();
+  }
+
   result<void> issue_packed(std::span<coll_request* const> batch, const member_waits&) override {
     const auto type = batch.front()->spec.type;
     const auto op = batch.front()->spec.params.op;

@@ -118,12 +118,39 @@ class nccl_backend final : public comm_backend {
 
   result<void> issue(coll_request& r, const member_waits& waits) override {
     ATOMR_TRY(wait_for(waits));
+    const bool grouped = members_.size() > 1 || r.spec.kind == coll_kind::all_to_all;
+    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
+    auto enqueued = enqueue(r);
+    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
+    ATOMR_TRY(enqueued);
+    auto st = std::make_shared<nccl_state>();
+    ATOMR_TRY(finish_issue(r.deadline, *st));
+    r.state = st;
+    return ok();
+  }
+
+  result<void> issue_group(std::span<coll_request* const> batch, const member_waits& waits) override {
+    ATOMR_TRY(wait_for(waits));
+    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
+    result<void> enqueued = ok();
+    for (auto* r : batch) {
+      enqueued = enqueue(*r);
+      if (!enqueued) break;
+    }
+    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
+    ATOMR_TRY(enqueued);
+    auto st = std::make_shared<nccl_state>();
+    ATOMR_TRY(finish_issue(batch.front()->deadline, *st));
+    for (auto* r : batch) r->state = st;
+    return ok();
+  }
+
+  // The NCCL calls of one request, for every local member (inside the caller's group, if any).
+  result<void> enqueue(coll_request& r) {
     const auto t = nccl_type(r.spec.type);
     const auto op = nccl_op(r.spec.params.op);
     const std::size_t n = r.count;
     const std::size_t bytes = r.bytes();
-    const bool grouped = members_.size() > 1 || r.spec.kind == coll_kind::all_to_all;
-    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
     for (std::size_t i = 0; i < members_.size(); ++i) {
       auto& m = members_[i];
       ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
@@ -168,10 +195,6 @@ class nccl_backend final : public comm_backend {
           break;
       }
     }
-    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
-    auto st = std::make_shared<nccl_state>();
-    ATOMR_TRY(finish_issue(r.deadline, *st));
-    r.state = st;
     return ok();
   }
 
@@ -271,8 +294,11 @@ class nccl_backend final : public comm_backend {
                                                &subs[i].comm, &config)));
     }
     ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
-    if (color < 0) return std::unique_ptr<comm_backend>();
-    auto settled = settle(subs, deadline, "ncclCommSplit");
+    // Nonblocking: the group finishes in the background and only then are the new handles
+    // written, so wait on the parents before touching them.
+    auto settled = settle(members_, deadline, "ncclCommSplit");
+    if (settled && color < 0) return std::unique_ptr<comm_backend>();
+    if (settled) settled = settle(subs, deadline, "ncclCommSplit");
     ATOMR_TRY(agree(control_, settled, deadline, "splitting the NCCL communicators"));
     ATOMR_TRY(prepare(subs));
     int count = 0;

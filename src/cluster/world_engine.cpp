@@ -238,24 +238,54 @@ bool world_engine::packable(const coll_request& r) const {
          backend_->members() == 1;
 }
 
+namespace {
+bool is_p2p(const detail::coll_request& r) { return r.spec.kind == coll_kind::send || r.spec.kind == coll_kind::recv; }
+
+// Requests issued together must not touch each other's buffers: those must run one after the other.
+class buffer_use {
+ public:
+  bool try_add(const detail::coll_request& r) {
+    for (const auto& b : r.spec.recv) {
+      if (written_.count(b.get()) || read_.count(b.get())) return false;
+    }
+    for (const auto& b : r.spec.send) {
+      if (written_.count(b.get())) return false;
+    }
+    for (const auto& b : r.spec.recv) written_.insert(b.get());
+    for (const auto& b : r.spec.send) read_.insert(b.get());
+    return true;
+  }
+
+ private:
+  std::set<const void*> written_;
+  std::set<const void*> read_;
+};
+}  // namespace
+
 std::size_t world_engine::packable_prefix() const {
   const auto& head = *queue_.front();
-  std::set<const void*> written;
-  std::set<const void*> read;
+  buffer_use use;
   std::size_t n = 0;
   std::size_t bytes = 0;
   detail::member_waits waits;
   for (const auto& r : queue_) {
     if (!packable(*r) || r->spec.type != head.spec.type || r->spec.params.op != head.spec.params.op) break;
     if (n > 0 && bytes + r->bytes() > options_.pack_capacity) break;
-    if (!ready(*r, waits)) break;
-    const void* s = r->spec.send[0].get();
-    const void* d = r->spec.recv[0].get();
-    // Requests that touch each other's buffers must run one after the other.
-    if (written.count(s) || written.count(d) || read.count(d)) break;
-    written.insert(d);
-    read.insert(s);
+    if (!ready(*r, waits) || !use.try_add(*r)) break;
     bytes += r->bytes();
+    ++n;
+  }
+  return std::max<std::size_t>(n, 1);
+}
+
+// The sends and receives at the head of the queue that can go in one group. Grouping is local:
+// NCCL matches each peer's point-to-point calls in order, however the ranks group them.
+std::size_t world_engine::p2p_prefix() const {
+  buffer_use use;
+  std::size_t n = 0;
+  detail::member_waits waits;
+  for (const auto& r : queue_) {
+    if (!is_p2p(*r) || !ready(*r, waits) || !use.try_add(*r)) break;
     ++n;
   }
   return std::max<std::size_t>(n, 1);
@@ -281,7 +311,7 @@ bool world_engine::start_issue() {
   detail::member_waits waits;
   if (!ready(head, waits)) return false;
   if (!options_.check && !packable(head)) {
-    issue_batch(1);
+    issue_batch(is_p2p(head) ? p2p_prefix() : 1);
     return true;
   }
   exchange_ = std::make_unique<exchange>();
@@ -319,7 +349,7 @@ void world_engine::finish_exchange() {
   }
   std::int32_t agreed = ex->mine.packable;
   for (const auto& s : ex->all) agreed = std::min(agreed, s.packable);
-  issue_batch(static_cast<std::size_t>(std::max(agreed, 1)));
+  issue_batch(is_p2p(head) ? p2p_prefix() : static_cast<std::size_t>(std::max(agreed, 1)));
 }
 
 void world_engine::issue_batch(std::size_t n) {
@@ -333,11 +363,13 @@ void world_engine::issue_batch(std::size_t n) {
     queue_.pop_front();
   }
   result<void> issued = ok();
-  if (batch.size() == 1) {
+  std::vector<coll_request*> raw;
+  for (auto& r : batch) raw.push_back(r.get());
+  if (is_p2p(*batch.front())) {
+    issued = backend_->issue_group(raw, waits);
+  } else if (batch.size() == 1) {
     issued = backend_->issue(*batch.front(), waits);
   } else {
-    std::vector<coll_request*> raw;
-    for (auto& r : batch) raw.push_back(r.get());
     issued = backend_->issue_packed(raw, waits);
   }
   if (!issued) {
@@ -349,7 +381,7 @@ void world_engine::issue_batch(std::size_t n) {
   {
     std::lock_guard lock(mutex_);
     ++stats_.issues;
-    if (batch.size() > 1) stats_.packed += batch.size();
+    if (batch.size() > 1 && !is_p2p(*batch.front())) stats_.packed += batch.size();
   }
   for (auto& r : batch) {
     const auto events = backend_->events(*r);

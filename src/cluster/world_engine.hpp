@@ -48,6 +48,7 @@ class world_engine {
   void fail_world(error cause, const detail::coll_request* culprit);
   bool ready(const detail::coll_request& r, detail::member_waits& waits) const;
   std::size_t packable_prefix() const;
+  std::size_t p2p_prefix() const;
   bool packable(const detail::coll_request& r) const;
   void publish_writes(detail::coll_request& r, const std::vector<std::shared_ptr<void>>& events);
   std::size_t member_of(const std::shared_ptr<local::buffer_block>& b) const;

@@ -188,12 +188,15 @@ TEST_F(Collectives, SendRecvAroundARing) {
   const int prev = (rank_ + size_ - 1) % size_;
   auto out = buffer(inputs<float>(reduce_op::sum, rank_, 500));
   auto in = buffer(std::vector<float>(500));
-  // Both are pending together, so no rank waits for its receive before it sends.
-  auto sent = w->send(out, next);
-  auto received = w->recv(in, prev);
-  ASSERT_TRUE(sent.get());
-  ASSERT_TRUE(received.get());
+  // Submitted together, they are issued as one group: no rank waits for its receive before it
+  // sends, and on one rank the send to itself finds its receive (NCCL requires both in a group).
+  auto done = w->submit_all({{coll_kind::send, local::dtype::f32, {reduce_op::sum, next, 0}, {out.block()}, {}},
+                             {coll_kind::recv, local::dtype::f32, {reduce_op::sum, prev, 0}, {}, {in.block()}}});
+  ASSERT_TRUE(done[0].get());
+  ASSERT_TRUE(done[1].get());
   EXPECT_EQ(read(in), inputs<float>(reduce_op::sum, prev, 500));
+  EXPECT_EQ(w->stats().requests, 2u);
+  EXPECT_EQ(w->stats().issues, 1u);  // one group
 }
 
 TEST_F(Collectives, BarrierAndOrderOfManyRequests) {

@@ -250,7 +250,9 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
   auto fail = [&](const error& e) { return report_error(e.describe(), 1); };
   coll_runner<T> runner(s, w, devs);
   if (auto r = runner.allocate(); !r) return fail(r.error_value());
-  auto raw = bench::make_raw_collectives({comm, gpus, s.type, s.op, s.root, s.max_bytes});
+  // The many-small mode reuses these buffers: big enough for either.
+  auto raw =
+      bench::make_raw_collectives({comm, gpus, s.type, s.op, s.root, std::max({s.max_bytes, s.many_bytes, sizeof(T)})});
   if (!raw) return fail(raw.error_value());
   const int n = w.size();
   const double factor = cluster::bus_factor(s.kind, n);

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <latch>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -157,13 +158,43 @@ class cuda_backend final : public device_backend {
       return std::function<void()>();
     }
     ATOMR_ASSIGN_OR_RETURN(std::shared_ptr<void> staging, pinned_->take(bytes));
+    auto* stage = static_cast<std::byte*>(staging.get());
+    // In chunks, so that the CPU's memcpy of one chunk overlaps the DMA of another.
+    const std::size_t chunks = (bytes + k_stage_chunk - 1) / k_stage_chunk;
+    auto span_of = [&](std::size_t c) {
+      return std::pair{c * k_stage_chunk, std::min(k_stage_chunk, bytes - c * k_stage_chunk)};
+    };
     if (direction == copy_direction::host_to_device) {
-      std::memcpy(staging.get(), src, bytes);
-      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemcpyAsync(dst, staging.get(), bytes, kind, stream_)));
+      for (std::size_t c = 0; c < chunks; ++c) {
+        const auto [off, len] = span_of(c);
+        std::memcpy(stage + off, static_cast<const std::byte*>(src) + off, len);
+        ATOMR_TRY(
+            ATOMR_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(dst) + off, stage + off, len, kind, stream_)));
+      }
       return std::function<void()>([staging] {});  // held until the device has read it
     }
-    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemcpyAsync(staging.get(), src, bytes, kind, stream_)));
-    return std::function<void()>([staging, dst, bytes] { std::memcpy(dst, staging.get(), bytes); });
+    // Device to host: the completion waiter copies each chunk out as soon as its DMA is done
+    // (skipping chunks whose DMA failed); the reply waits until all chunks are out.
+    auto out = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(chunks));
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const auto [off, len] = span_of(c);
+      auto counted = [&]() -> result<void> {
+        ATOMR_TRY(ATOMR_CUDA_CHECK(
+            cudaMemcpyAsync(stage + off, static_cast<const std::byte*>(src) + off, len, kind, stream_)));
+        ATOMR_ASSIGN_OR_RETURN(std::shared_ptr<void> event, events_->take());
+        ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), stream_)));
+        waiter_->watch(event, [event, staging, out, to = static_cast<std::byte*>(dst) + off, from = stage + off, len] {
+          if (cudaEventQuery(static_cast<cudaEvent_t>(event.get())) == cudaSuccess) std::memcpy(to, from, len);
+          out->count_down();
+        });
+        return ok();
+      };
+      if (auto r = counted(); !r) {
+        out->count_down(static_cast<std::ptrdiff_t>(chunks - c));  // nothing waits for the rest
+        return r.error_value();
+      }
+    }
+    return std::function<void()>([staging, out] { out->wait(); });
   }
 
   result<void> fill_bytes(void* dst, std::uint8_t value, std::size_t bytes) override {
@@ -346,6 +377,8 @@ class cuda_backend final : public device_backend {
     }
     return ok();
   }
+
+  static constexpr std::size_t k_stage_chunk = std::size_t{4} << 20;
 
   // Host memory CUDA did not allocate or register: copies to or from it go through pinned staging.
   static result<bool> is_pageable(const void* p) {

@@ -6,6 +6,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <array>
 #include <thread>
 
 #include "atomr/cluster/mpi_check.hpp"
@@ -52,6 +53,11 @@ struct member {
   cudaStream_t stream = nullptr;
   std::shared_ptr<local::cuda_event_pool> events;
   int* scratch = nullptr;  // one int for barrier()
+  // The last events this stream waited on: a buffer's last write is usually waited on by many
+  // requests in a row, and after the first wait the stream's order covers it. Holding them keeps
+  // the pool from recycling them, so equal pointers mean the same recorded work.
+  std::array<std::shared_ptr<void>, 4> waited{};
+  std::size_t next_waited = 0;
 };
 
 // Nonblocking communicators finish some calls in the background; wait for them, bounded.
@@ -321,9 +327,12 @@ class nccl_backend final : public comm_backend {
   result<void> wait_for(const member_waits& waits) {
     for (std::size_t i = 0; i < members_.size() && i < waits.size(); ++i) {
       if (waits[i].empty()) continue;
-      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(members_[i].device)));
+      auto& m = members_[i];
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
       for (const auto& e : waits[i]) {
-        ATOMR_TRY(ATOMR_CUDA_CHECK(cudaStreamWaitEvent(members_[i].stream, static_cast<cudaEvent_t>(e.get()), 0)));
+        if (std::find(m.waited.begin(), m.waited.end(), e) != m.waited.end()) continue;
+        ATOMR_TRY(ATOMR_CUDA_CHECK(cudaStreamWaitEvent(m.stream, static_cast<cudaEvent_t>(e.get()), 0)));
+        m.waited[m.next_waited++ % m.waited.size()] = e;
       }
     }
     return ok();

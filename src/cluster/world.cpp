@@ -1,6 +1,7 @@
 #include "atomr/cluster/world.hpp"
 
 #include <algorithm>
+#include <random>
 #include <set>
 
 #include "atomr/cluster/mpi_check.hpp"
@@ -134,24 +135,37 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
   if (!backend) return fail(backend.error_value());
   log::get("cluster")->debug("world of {} ({} backend) up; this rank's first member is {}", (*backend)->size(),
                              to_string(*checked), (*backend)->rank(0));
-  auto engine = std::make_shared<world_engine>(control, std::move(backend).value(), std::move(members), options);
+  // An id every rank shares, different for every world (see world_engine).
+  std::uint64_t id = std::random_device{}();
+  id = id << 32 | std::random_device{}();
+  {
+    MPI_Request q = MPI_REQUEST_NULL;
+    if (auto r = ATOMR_MPI_CHECK(MPI_Ibcast(&id, 1, MPI_UINT64_T, 0, control, &q)); !r) return fail(r.error_value());
+    if (auto r = detail::wait_mpi(q, deadline, "agreeing on the world's id"); !r) return fail(r.error_value());
+  }
+  auto engine = std::make_shared<world_engine>(control, std::move(backend).value(), std::move(members), options, id);
   return std::unique_ptr<world>(new world(std::move(engine)));
 }
 
 result<std::unique_ptr<world>> world::split(int color, int key) {
   std::unique_ptr<detail::comm_backend> sub;
   MPI_Comm control = MPI_COMM_NULL;
+  std::uint64_t id = 0;
   const auto done = engine_->when_idle([&]() -> result<void> {
     const auto deadline = clock::now() + engine_->options().init_timeout;
     ATOMR_ASSIGN_OR_RETURN(sub, engine_->backend().split(color, key, deadline));
     // Every rank has arrived (the backend's split agreed first), so this blocking split is bounded.
     ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_split(engine_->control(), color < 0 ? MPI_UNDEFINED : color, key, &control)));
+    if (control != MPI_COMM_NULL) {
+      id = std::uint64_t{std::random_device{}()} << 32 | std::random_device{}();
+      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Bcast(&id, 1, MPI_UINT64_T, 0, control)));
+    }
     return ok();
   });
   if (!done) return done.error_value();
   if (!sub) return std::unique_ptr<world>();
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN)));
-  auto engine = std::make_shared<world_engine>(control, std::move(sub), engine_->members(), engine_->options());
+  auto engine = std::make_shared<world_engine>(control, std::move(sub), engine_->members(), engine_->options(), id);
   return std::unique_ptr<world>(new world(std::move(engine)));
 }
 

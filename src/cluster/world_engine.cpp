@@ -1,6 +1,7 @@
 #include "world_engine.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "atomr/cluster/mpi_check.hpp"
@@ -75,8 +76,8 @@ struct world_engine::exchange {
 };
 
 world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backend> backend,
-                           std::vector<local::device> members, world_options options)
-    : control_(control), backend_(std::move(backend)), members_(std::move(members)), options_(options) {
+                           std::vector<local::device> members, world_options options, std::uint64_t id)
+    : control_(control), backend_(std::move(backend)), members_(std::move(members)), options_(options), id_(id) {
   for (const auto& m : members_) {
     watches_.push_back(m.state()->watch([this, device = m.index()](std::uint64_t generation) {
       fail_from_outside(error(errc::aborted, "device " + std::to_string(device) + " was rebuilt (generation " +
@@ -95,6 +96,18 @@ world_engine::~world_engine() {
   wake_.notify_all();
   thread_.join();
   for (std::size_t i = 0; i < members_.size(); ++i) members_[i].state()->unwatch(watches_[i]);
+  // Notices MPI has not finished sending keep their bytes: they must outlive the sends.
+  bool unfinished = false;
+  for (auto& q : notice_requests_) {
+    int done = 0;
+    if (MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done) {
+      MPI_Request_free(&q);
+      unfinished = true;
+    }
+  }
+  if (unfinished) {
+    for (auto& n : notices_) (void)n.release();
+  }
   if (failure_) {
     // A request may still be open on the aborted communicators; MPI must not free them under it.
     return;
@@ -174,7 +187,9 @@ void world_engine::run() {
       if (!busy && inbox_.empty() && !outside_failure_) {
         if (stopping_) return;
         if (idle_tasks_.empty()) {
-          wake_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !idle_tasks_.empty() || outside_failure_; });
+          // Wakes now and then to read failure notices from other ranks while nothing is pending.
+          wake_.wait_for(lock, std::chrono::milliseconds(100),
+                         [&] { return stopping_ || !inbox_.empty() || !idle_tasks_.empty() || outside_failure_; });
         }
         if (inbox_.empty()) tasks.swap(idle_tasks_);
         last_change = clock::now();
@@ -409,6 +424,7 @@ void world_engine::complete_finished() {
       std::lock_guard lock(mutex_);
       ++stats_.requests;
     }
+    completed_seq_ = r.seq;
     r.done.set_value();
     in_flight_.pop_front();
   }
@@ -416,6 +432,13 @@ void world_engine::complete_finished() {
 
 void world_engine::check_health() {
   if (failure_) return;
+  poll_notices();
+  if (peer_failure_) {
+    // The failed rank finished everything up to its last completed request: so can this one.
+    const bool behind = (!in_flight_.empty() && in_flight_.front()->seq <= peer_failure_->first) ||
+                        (!queue_.empty() && queue_.front()->seq <= peer_failure_->first);
+    if (!behind) return fail_world(peer_failure_->second, nullptr, false);
+  }
   {
     std::unique_lock lock(mutex_);
     if (outside_failure_) {
@@ -441,9 +464,65 @@ void world_engine::check_health() {
              oldest);
 }
 
-void world_engine::fail_world(error cause, const coll_request* culprit) {
+namespace {
+constexpr int k_notice_tag = 0x41544e;         // "ATN": failure notices on the control communicator
+constexpr int k_notice_max_bytes = 64 * 1024;  // a notice is an id and an error message
+}  // namespace
+
+void world_engine::tell_peers(const error& cause) {
+  int me = 0;
+  int size = 0;
+  if (MPI_Comm_rank(control_, &me) != MPI_SUCCESS || MPI_Comm_size(control_, &size) != MPI_SUCCESS) return;
+  // id, the last request this rank completed, then the cause.
+  constexpr std::size_t head = 2 * sizeof(std::uint64_t);
+  const std::string text = cause.describe().substr(0, k_notice_max_bytes - head);
+  auto bytes = std::make_unique<std::vector<char>>(head + text.size());
+  std::memcpy(bytes->data(), &id_, sizeof(id_));
+  std::memcpy(bytes->data() + sizeof(id_), &completed_seq_, sizeof(completed_seq_));
+  std::memcpy(bytes->data() + head, text.data(), text.size());
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == me) continue;
+    MPI_Request q = MPI_REQUEST_NULL;
+    // Best effort: a rank that cannot be told still fails by its own deadline.
+    if (MPI_Isend(bytes->data(), static_cast<int>(bytes->size()), MPI_BYTE, peer, k_notice_tag, control_, &q) ==
+        MPI_SUCCESS) {
+      notice_requests_.push_back(q);
+    }
+  }
+  notices_.push_back(std::move(bytes));  // one buffer serves every send
+}
+
+void world_engine::poll_notices() {
+  const auto now = clock::now();
+  if (now - last_probe_ < std::chrono::milliseconds(1)) return;
+  last_probe_ = now;
+  while (!failure_ && !peer_failure_) {
+    int found = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, k_notice_tag, control_, &found, &status) != MPI_SUCCESS || !found) return;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    std::vector<char> bytes(static_cast<std::size_t>(std::clamp(count, 0, k_notice_max_bytes)));
+    if (MPI_Recv(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, status.MPI_SOURCE, k_notice_tag, control_,
+                 MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      return;
+    }
+    std::uint64_t id = 0;
+    std::uint64_t completed = 0;
+    if (bytes.size() < sizeof(id) + sizeof(completed)) continue;
+    std::memcpy(&id, bytes.data(), sizeof(id));
+    std::memcpy(&completed, bytes.data() + sizeof(id), sizeof(completed));
+    if (id != id_) continue;  // meant for an earlier world on a reused communicator
+    const std::string text(bytes.begin() + sizeof(id) + sizeof(completed), bytes.end());
+    peer_failure_.emplace(completed, error(errc::aborted, "rank " + std::to_string(status.MPI_SOURCE) +
+                                                              " of this world failed: " + text));
+  }
+}
+
+void world_engine::fail_world(error cause, const coll_request* culprit, bool tell) {
   log::get("cluster")->error("collectives failed: {}", cause.describe());
   backend_->abort();
+  if (tell) tell_peers(cause);
   {
     std::lock_guard lock(mutex_);
     failure_ = cause;

@@ -16,8 +16,10 @@ namespace atomr::cluster {
 
 class world_engine {
  public:
+  // `id` is the same on every rank of the world and differs between worlds: failure notices from
+  // other ranks carry it, so a late notice for an earlier world on a reused communicator is ignored.
   world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backend> backend, std::vector<local::device> members,
-               world_options options);
+               world_options options, std::uint64_t id);
   ~world_engine();
 
   detail::comm_backend& backend() { return *backend_; }
@@ -45,7 +47,11 @@ class world_engine {
   void issue_batch(std::size_t n);
   void complete_finished();
   void check_health();
-  void fail_world(error cause, const detail::coll_request* culprit);
+  void fail_world(error cause, const detail::coll_request* culprit, bool tell_peers = true);
+  // Failure notices: a rank whose world fails tells the others at once (a point-to-point message
+  // on the control communicator), so they fail too instead of waiting for their deadlines.
+  void tell_peers(const error& cause);
+  void poll_notices();
   bool ready(const detail::coll_request& r, detail::member_waits& waits) const;
   std::size_t packable_prefix() const;
   std::size_t p2p_prefix() const;
@@ -66,6 +72,7 @@ class world_engine {
   std::optional<error> failure_;
   std::optional<error> outside_failure_;
   std::uint64_t next_seq_ = 1;
+  const std::uint64_t id_;
   world::stats_snapshot stats_;
   bool stopping_ = false;
 
@@ -74,6 +81,12 @@ class world_engine {
   std::deque<std::unique_ptr<detail::coll_request>> in_flight_;
   struct exchange;
   std::unique_ptr<exchange> exchange_;
+  std::chrono::steady_clock::time_point last_probe_{};
+  std::vector<std::unique_ptr<std::vector<char>>> notices_;  // sent: kept until MPI is done with them
+  std::vector<MPI_Request> notice_requests_;
+  std::uint64_t completed_seq_ = 0;  // the last request completed here
+  // A failure notice from another rank, with the last request that rank completed.
+  std::optional<std::pair<std::uint64_t, error>> peer_failure_;
   std::thread thread_;
 };
 

@@ -95,6 +95,32 @@ TEST_F(WorldFailures, ARankThatNeverJoinsFailsTheOthersByTheDeadline) {
   EXPECT_EQ(w->failure()->code(), errc::timeout);
 }
 
+// A rank whose world fails (here: its device was rebuilt) tells the others at once, so their
+// pending requests fail with the cause long before their own deadline.
+TEST_F(WorldFailures, AFailedRankTellsTheOthersWithoutWaitingForTheDeadline) {
+  if (size_ < 2) GTEST_SKIP() << "needs 2 ranks";
+  cluster::world_options o;
+  o.op_timeout = 120s;
+  auto w = make_world(o);
+  ASSERT_TRUE(w);
+  auto b = buffer(std::vector<std::int32_t>(64, 1));
+  ASSERT_TRUE(w->all_reduce(b).get());  // all ranks are up
+  if (rank_ == 0) {
+    dev_.state()->bump_generation();  // what a context rebuild does
+    const auto e = failure_of(w->barrier());
+    EXPECT_EQ(e.code(), errc::aborted);
+    EXPECT_NE(e.message().find("device 0 was rebuilt"), std::string::npos) << e.message();
+    return;
+  }
+  auto pending = w->all_reduce(b);  // rank 0 never joins it
+  ASSERT_TRUE(pending.wait_for(30s)) << "no notice from rank 0 within 30 s (the deadline is 120 s)";
+  const auto e = failure_of(pending);
+  EXPECT_EQ(e.code(), errc::aborted);
+  EXPECT_NE(e.message().find("rank 0 of this world failed: aborted: device 0 was rebuilt"), std::string::npos)
+      << e.message();
+  ASSERT_TRUE(w->failure());
+}
+
 TEST_F(WorldFailures, TheCheckNamesTheFirstMismatchInsteadOfHanging) {
   if (size_ < 2) GTEST_SKIP() << "needs 2 ranks";
   cluster::world_options o;

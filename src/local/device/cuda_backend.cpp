@@ -302,11 +302,13 @@ class cuda_backend final : public device_backend {
     return ATOMR_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event.get()), 0));
   }
 
-  result<std::shared_ptr<void>> mark(std::function<void()> wake) override {
+  result<std::shared_ptr<void>> mark(std::function<void(bool)> done) override {
     context::scoped_device bound(index_);
     ATOMR_ASSIGN_OR_RETURN(std::shared_ptr<void> event, events_->take());
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), stream_)));
-    waiter_->watch(event, std::move(wake));
+    waiter_->watch(event, [event, done = std::move(done)] {
+      done(cudaEventQuery(static_cast<cudaEvent_t>(event.get())) == cudaSuccess);
+    });
     return event;
   }
 

@@ -18,12 +18,32 @@ std::atomic<std::uint64_t> g_next_buffer_id{1};
 std::atomic<std::uint64_t> g_next_module_id{1};
 std::atomic<std::uint64_t> g_next_kernel_id{1};
 
-// Work enqueued on the device whose reply waits for the device to finish it.
+// The outcome of work on the device, settled once: by the completion waiter as soon as the
+// device has finished it (one thread hand-off fewer than going through the actor), or by the
+// actor's poll or failure handling, whichever comes first.
+class completion {
+ public:
+  completion(reply_to<void> reply, std::function<void()> after) : reply_(std::move(reply)), after_(std::move(after)) {}
+  void succeed() {
+    if (settled_.exchange(true)) return;
+    if (after_) after_();  // before the reply: it finishes what the reply promises
+    reply_.send();
+  }
+  void fail(const error& e) {
+    if (!settled_.exchange(true)) reply_.fail(e);
+  }
+
+ private:
+  reply_to<void> reply_;
+  std::function<void()> after_;
+  std::atomic<bool> settled_{false};
+};
+
+// Work enqueued on the device; the actor retires it (and lets go of its buffers) in order.
 struct pending_op {
   std::shared_ptr<void> done;  // the event after the operation
-  reply_to<void> reply;
+  std::shared_ptr<completion> outcome;
   std::vector<std::shared_ptr<buffer_block>> uses;
-  std::function<void()> after{};  // runs once the device has finished, before the reply
 };
 
 class device_actor final : public actor<device_msg> {
@@ -214,7 +234,9 @@ class device_actor final : public actor<device_msg> {
     modules_.erase(op.module.id);
     std::erase_if(kernels_, [&](const auto& k) { return k.second.module == op.module.id; });
     // Launches from the module may still run: unload once the stream has passed them.
-    enqueue_completion(std::move(op.reply), {}, [this, handle = *m] { backend_->unload_module(handle); });
+    // (The completion waiter may run this: it holds the backend, not the actor.)
+    enqueue_completion(std::move(op.reply), {},
+                       [backend = backend_.get(), handle = *m] { backend->unload_module(handle); });
   }
 
   result<void*> find_module(const module_ref& ref) const {
@@ -307,10 +329,18 @@ class device_actor final : public actor<device_msg> {
 
   void enqueue_completion(reply_to<void> reply, std::vector<std::shared_ptr<buffer_block>> uses,
                           std::function<void()> after = {}) {
-    auto event = backend_->mark([self = context().self()] { (void)self.tell(detail::poll_op{}); });
-    if (!event) return fail_op(reply, event.error_value());
+    auto outcome = std::make_shared<completion>(std::move(reply), std::move(after));
+    auto event = backend_->mark([self = context().self(), outcome](bool ok) {
+      if (ok) outcome->succeed();
+      (void)self.tell(detail::poll_op{});  // the actor retires it; a failure is the actor's to handle
+    });
+    if (!event) {
+      outcome->fail(event.error_value());
+      if (backend_->is_sticky(event.error_value())) rebuild(event.error_value());
+      return;
+    }
     recorded_event_ = *event;  // what readers on other devices of the buffers written here wait on
-    pending_.push_back({std::move(event).value(), std::move(reply), std::move(uses), std::move(after)});
+    pending_.push_back({std::move(event).value(), std::move(outcome), std::move(uses)});
   }
 
   // An operation failed when it was enqueued; a sticky error also poisons everything behind it.
@@ -336,14 +366,13 @@ class device_actor final : public actor<device_msg> {
     while (!pending_.empty()) {
       auto done = backend_->finished(pending_.front().done);
       if (!done) {
-        pending_.front().reply.fail(done.error_value());
+        pending_.front().outcome->fail(done.error_value());
         pending_.pop_front();
         if (backend_->is_sticky(done.error_value())) rebuild(done.error_value());
         continue;
       }
       if (!*done) break;
-      if (pending_.front().after) pending_.front().after();
-      pending_.front().reply.send();
+      pending_.front().outcome->succeed();
       pending_.pop_front();
     }
     // After a device fault the wake-up host function may never run; poll until the queue drains.
@@ -361,7 +390,7 @@ class device_actor final : public actor<device_msg> {
     const auto now = std::chrono::steady_clock::now();
     while (!rebuilds_.empty() && now - rebuilds_.front() > 60s) rebuilds_.pop_front();
     const error poisoned = cause.with_context("device " + std::to_string(state_->device()) + " context poisoned");
-    for (auto& op : pending_) op.reply.fail(poisoned);
+    for (auto& op : pending_) op.outcome->fail(poisoned);
     pending_.clear();
     live_.clear();  // the context and all its memory and modules go
     waited_ = {};

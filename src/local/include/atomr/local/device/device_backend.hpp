@@ -69,11 +69,11 @@ class device_backend {
   virtual result<void> launch(void* function, const launch_config& config, void** args) = 0;
   virtual void unload_module(void* module) = 0;
 
-  // An event after all work enqueued so far (empty where work completes at once). `wake` is
-  // called (from another thread) once that work has finished, or may never be called if the device
-  // failed, so callers also poll finished(). The same event is what readers on other devices wait
-  // on (wait_event) before reading buffers that work wrote.
-  virtual result<std::shared_ptr<void>> mark(std::function<void()> wake) = 0;
+  // An event after all work enqueued so far (empty where work completes at once). `done` is
+  // called from another thread once that work has finished, with whether it succeeded; it may
+  // never be called if the device failed, so callers also poll finished(). The same event is what
+  // readers on other devices wait on (wait_event) before reading buffers that work wrote.
+  virtual result<std::shared_ptr<void>> mark(std::function<void(bool ok)> done) = 0;
   // True once the work before `event` has finished; the failure if it failed.
   virtual result<bool> finished(const std::shared_ptr<void>& event) = 0;
   virtual result<void> wait_event(const std::shared_ptr<void>& event) = 0;

@@ -3,6 +3,8 @@
 // the device actor as each event completes; the actor also polls, in case a fault stops events.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -41,6 +43,7 @@ class completion_waiter {
     {
       std::lock_guard lock(mutex_);
       queue_.emplace_back(std::move(event), std::move(wake));
+      queued_.fetch_add(1, std::memory_order_release);
     }
     ready_.notify_one();
   }
@@ -50,6 +53,15 @@ class completion_waiter {
     cudaSetDevice(device);
     std::unique_lock lock(mutex_);
     while (true) {
+      if (queue_.empty() && !stopping_) {
+        // Operations often come back to back: look for the next one for a while before sleeping.
+        const auto seen = queued_.load(std::memory_order_acquire);
+        lock.unlock();
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+        while (queued_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
+        }
+        lock.lock();
+      }
       ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;
       auto [event, wake] = std::move(queue_.front());
@@ -66,6 +78,7 @@ class completion_waiter {
   std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<std::pair<std::shared_ptr<void>, std::function<void()>>> queue_;
+  std::atomic<std::uint64_t> queued_{0};  // events ever queued: lets the thread look without the lock
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -84,7 +84,7 @@ class raw_cuda final : public raw_device {
 };
 #endif
 
-result<std::unique_ptr<raw_device>> make_raw(al::device_kind kind, int index) {
+result<std::unique_ptr<raw_device>> make_raw(al::device_kind kind, [[maybe_unused]] int index) {
 #if ATOMR_HAVE_CUDA
   if (kind == al::device_kind::cuda) {
     ATOMR_ASSIGN_OR_RETURN(auto r, raw_cuda::make(index));

@@ -216,11 +216,13 @@ class mpi_backend final : public comm_backend {
     if (total > static_cast<std::size_t>(INT_MAX)) {
       return error(errc::internal, "packed all_reduce larger than MPI's int count");
     }
-    auto pack = std::make_shared<std::vector<std::byte>>(total * elem);
+    // Not zeroed: every byte is copied in below.
+    std::shared_ptr<std::byte[]> pack(new std::byte[total * elem]);
     std::size_t offset = 0;
     std::vector<std::pair<void*, std::size_t>> outs;  // recv pointer, offset in the pack
+    outs.reserve(batch.size());
     for (const auto* r : batch) {
-      std::memcpy(pack->data() + offset, r->spec.send[0]->ptr, r->bytes());
+      std::memcpy(pack.get() + offset, r->spec.send[0]->ptr, r->bytes());
       outs.emplace_back(r->spec.recv[0]->ptr, offset);
       offset += r->bytes();
     }
@@ -228,13 +230,13 @@ class mpi_backend final : public comm_backend {
     ATOMR_ASSIGN_OR_RETURN(MPI_Op mop, mpi_op(type, op));
     MPI_Request q = MPI_REQUEST_NULL;
     ATOMR_TRY(ATOMR_MPI_CHECK(
-        MPI_Iallreduce(MPI_IN_PLACE, pack->data(), static_cast<int>(total), mpi_type(type), mop, comm_, &q)));
+        MPI_Iallreduce(MPI_IN_PLACE, pack.get(), static_cast<int>(total), mpi_type(type), mop, comm_, &q)));
     st->requests.push_back(q);
     std::vector<std::size_t> sizes;
     for (const auto* r : batch) sizes.push_back(r->bytes());
     st->finish = [=, this] {
-      if (op == reduce_op::avg) divide_elements(type, pack->data(), total, size_);
-      for (std::size_t i = 0; i < outs.size(); ++i) std::memcpy(outs[i].first, pack->data() + outs[i].second, sizes[i]);
+      if (op == reduce_op::avg) divide_elements(type, pack.get(), total, size_);
+      for (std::size_t i = 0; i < outs.size(); ++i) std::memcpy(outs[i].first, pack.get() + outs[i].second, sizes[i]);
     };
     for (auto* r : batch) r->state = st;
     return ok();

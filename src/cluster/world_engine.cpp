@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <unordered_set>
 
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/log.hpp"
@@ -230,7 +231,8 @@ std::size_t world_engine::member_of(const std::shared_ptr<local::buffer_block>& 
 }
 
 bool world_engine::ready(const coll_request& r, detail::member_waits& waits) const {
-  waits.assign(members_.size(), {});
+  waits.resize(members_.size());
+  for (auto& w : waits) w.clear();  // keeps their capacity: this runs for every request
   auto need = [&](const local::detail::write_ticket& t, std::uint64_t upto) {
     if (upto == 0) return true;
     const auto mark = t.block->mark_after(upto);
@@ -259,6 +261,10 @@ bool is_p2p(const detail::coll_request& r) { return r.spec.kind == coll_kind::se
 // Requests issued together must not touch each other's buffers: those must run one after the other.
 class buffer_use {
  public:
+  explicit buffer_use(std::size_t expected) {
+    written_.reserve(expected);
+    read_.reserve(expected);
+  }
   bool try_add(const detail::coll_request& r) {
     for (const auto& b : r.spec.recv) {
       if (written_.count(b.get()) || read_.count(b.get())) return false;
@@ -272,14 +278,14 @@ class buffer_use {
   }
 
  private:
-  std::set<const void*> written_;
-  std::set<const void*> read_;
+  std::unordered_set<const void*> written_;
+  std::unordered_set<const void*> read_;
 };
 }  // namespace
 
 std::size_t world_engine::packable_prefix() const {
   const auto& head = *queue_.front();
-  buffer_use use;
+  buffer_use use(queue_.size());
   std::size_t n = 0;
   std::size_t bytes = 0;
   detail::member_waits waits;
@@ -296,7 +302,7 @@ std::size_t world_engine::packable_prefix() const {
 // The sends and receives at the head of the queue that can go in one group. Grouping is local:
 // NCCL matches each peer's point-to-point calls in order, however the ranks group them.
 std::size_t world_engine::p2p_prefix() const {
-  buffer_use use;
+  buffer_use use(queue_.size());
   std::size_t n = 0;
   detail::member_waits waits;
   for (const auto& r : queue_) {

@@ -57,7 +57,7 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
     while (!has_value_.load(std::memory_order_acquire)) {
       bool late = false;
-      for (int i = 0; i < 64 && !late; ++i) late = has_value_.load(std::memory_order_relaxed);
+      for (int i = 0; i < 256 && !late; ++i) late = has_value_.load(std::memory_order_relaxed);
       if (!late && std::chrono::steady_clock::now() >= until) break;
     }
     std::unique_lock lock(mutex_);

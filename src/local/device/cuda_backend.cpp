@@ -249,7 +249,7 @@ class cuda_backend final : public device_backend {
     CUmodule module = nullptr;
     auto loaded = ATOMR_CU_CHECK(cu->module_load_data_ex(&module, image.data(), 2, options, values));
     if (!loaded) {
-      log.resize(log.find('\0'));
+      if (const auto end = log.find('\0'); end != std::string::npos) log.resize(end);
       if (log.empty()) return loaded.error_value();
       return error(loaded.error_value().code(), loaded.error_value().message() + "; JIT log: " + log);
     }

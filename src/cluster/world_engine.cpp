@@ -305,8 +305,10 @@ std::size_t world_engine::p2p_prefix() const {
   buffer_use use(queue_.size());
   std::size_t n = 0;
   detail::member_waits waits;
+  // NCCL takes at most 2048 calls in one group; each request is one call per local member.
+  const std::size_t most = std::max<std::size_t>(1, 1024 / backend_->members());
   for (const auto& r : queue_) {
-    if (!is_p2p(*r) || !ready(*r, waits) || !use.try_add(*r)) break;
+    if (n == most || !is_p2p(*r) || !ready(*r, waits) || !use.try_add(*r)) break;
     ++n;
   }
   return std::max<std::size_t>(n, 1);

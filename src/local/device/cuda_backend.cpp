@@ -59,6 +59,7 @@ class completion_waiter {
         lock.unlock();
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
         while (queued_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
+          std::this_thread::yield();
         }
         lock.lock();
       }

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -53,12 +54,11 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
 
   const result<T>& wait() {
     // Replies often come within microseconds: look for a while before sleeping, which saves the
-    // waker a system call and this thread the wake-up latency.
+    // waker a system call and this thread the wake-up latency. Yielding between looks keeps the
+    // thread that will answer running where cores are oversubscribed.
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
-    while (!has_value_.load(std::memory_order_acquire)) {
-      bool late = false;
-      for (int i = 0; i < 256 && !late; ++i) late = has_value_.load(std::memory_order_relaxed);
-      if (!late && std::chrono::steady_clock::now() >= until) break;
+    while (!has_value_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
     }
     std::unique_lock lock(mutex_);
     ready_.wait(lock, [&] { return value_.has_value(); });

@@ -6,7 +6,6 @@
 #include <nccl.h>
 
 #include <algorithm>
-#include <array>
 #include <thread>
 
 #include "atomr/cluster/mpi_check.hpp"
@@ -14,6 +13,7 @@
 #include "atomr/common/context.hpp"
 #include "atomr/local/cuda_check.hpp"
 #include "atomr/local/device/cuda_events.hpp"
+#include "atomr/local/device/wait_memo.hpp"
 #include "batched_copy.hpp"
 #include "comm_backend.hpp"
 
@@ -52,12 +52,8 @@ struct member {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   std::shared_ptr<local::cuda_event_pool> events;
-  int* scratch = nullptr;  // one int for barrier()
-  // The last events this stream waited on: a buffer's last write is usually waited on by many
-  // requests in a row, and after the first wait the stream's order covers it. Holding them keeps
-  // the pool from recycling them, so equal pointers mean the same recorded work.
-  std::array<std::shared_ptr<void>, 4> waited{};
-  std::size_t next_waited = 0;
+  int* scratch = nullptr;   // one int for barrier()
+  local::wait_memo waited;  // events the stream already waited on
 };
 
 // Nonblocking communicators finish some calls in the background; wait for them, bounded.
@@ -330,9 +326,9 @@ class nccl_backend final : public comm_backend {
       auto& m = members_[i];
       ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
       for (const auto& e : waits[i]) {
-        if (std::find(m.waited.begin(), m.waited.end(), e) != m.waited.end()) continue;
+        if (m.waited.seen(e)) continue;
         ATOMR_TRY(ATOMR_CUDA_CHECK(cudaStreamWaitEvent(m.stream, static_cast<cudaEvent_t>(e.get()), 0)));
-        m.waited[m.next_waited++ % m.waited.size()] = e;
+        m.waited.remember(e);
       }
     }
     return ok();

@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <deque>
 #include <unordered_map>
@@ -7,6 +6,7 @@
 #include "atomr/common/context.hpp"
 #include "atomr/common/log.hpp"
 #include "atomr/local/device/device.hpp"
+#include "atomr/local/device/wait_memo.hpp"
 
 namespace atomr::local {
 namespace {
@@ -97,13 +97,13 @@ class device_actor final : public actor<device_msg> {
             std::vector<std::shared_ptr<void>> waits;
             if (!marks_ready(op, waits)) return false;
             for (const auto& e : waits) {
-              if (std::find(waited_.begin(), waited_.end(), e) != waited_.end()) continue;
+              if (waited_.seen(e)) continue;
               if (auto r = backend_->wait_event(e); !r) {
                 op.reply.fail(r.error_value());
                 finish_writes(op.writes);
                 return true;
               }
-              waited_[next_waited_++ % waited_.size()] = e;
+              waited_.remember(e);
             }
           }
           recorded_event_.reset();
@@ -393,7 +393,7 @@ class device_actor final : public actor<device_msg> {
     for (auto& op : pending_) op.outcome->fail(poisoned);
     pending_.clear();
     live_.clear();  // the context and all its memory and modules go
-    waited_ = {};
+    waited_.clear();
     modules_.clear();
     kernels_.clear();
     state_->bump_generation();
@@ -432,11 +432,7 @@ class device_actor final : public actor<device_msg> {
   std::deque<pending_op> pending_;
   std::vector<device_msg> deferred_;
   std::shared_ptr<void> recorded_event_;
-  // The last events the stream waited on: many operations in a row read a buffer written once
-  // elsewhere, and after the first wait the stream's order covers the rest. Holding them keeps
-  // their pool from recycling them, so equal pointers mean the same recorded work.
-  std::array<std::shared_ptr<void>, 4> waited_{};
-  std::size_t next_waited_ = 0;
+  wait_memo waited_;  // events the stream already waited on
   std::deque<std::chrono::steady_clock::time_point> rebuilds_;
   bool poll_scheduled_ = false;
 };

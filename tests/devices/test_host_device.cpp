@@ -7,6 +7,7 @@
 #include <random>
 
 #include "atomr/local/device/device.hpp"
+#include "atomr/local/device/wait_memo.hpp"
 
 namespace atomr::local {
 namespace {
@@ -92,6 +93,24 @@ TEST_F(HostDevice, RunGivesTheStreamContextAndValidatedBuffers) {
   std::vector<std::int32_t> out(100);
   ASSERT_TRUE(dev_.download<std::int32_t>(buf, out).get());
   for (std::size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], 3 * in[i] + 1);
+}
+
+// The event cache behind "wait once per write": remembers the last four, forgets the oldest.
+TEST(WaitMemo, RemembersTheLastFourEvents) {
+  wait_memo memo;
+  std::vector<std::shared_ptr<void>> events;
+  for (int i = 0; i < 5; ++i) events.push_back(std::make_shared<int>(i));
+  EXPECT_FALSE(memo.seen(events[0]));
+  EXPECT_FALSE(memo.seen(nullptr));  // no event: nothing was waited on
+  for (int i = 0; i < 4; ++i) memo.remember(events[i]);
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(memo.seen(events[i])) << i;
+  memo.remember(events[4]);  // evicts the oldest
+  EXPECT_FALSE(memo.seen(events[0]));
+  EXPECT_TRUE(memo.seen(events[4]));
+  EXPECT_EQ(events[1].use_count(), 2);  // held, so its pool cannot recycle it
+  memo.clear();
+  EXPECT_FALSE(memo.seen(events[4]));
+  EXPECT_EQ(events[1].use_count(), 1);
 }
 
 // One write ticket per buffer: a buffer named twice must not wait on its own second ticket.

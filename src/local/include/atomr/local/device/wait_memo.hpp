@@ -15,7 +15,7 @@ namespace atomr::local {
 class wait_memo {
  public:
   bool seen(const std::shared_ptr<void>& event) const {
-    return std::find(events_.begin(), events_.end(), event) != events_.end();
+    return event && std::find(events_.begin(), events_.end(), event) != events_.end();
   }
   void remember(std::shared_ptr<void> event) { events_[next_++ % events_.size()] = std::move(event); }
   void clear() { events_ = {}; }

@@ -119,27 +119,25 @@ class nccl_backend final : public comm_backend {
   const void* origin(std::size_t m) const override { return members_[m].stream; }
 
   result<void> issue(coll_request& r, const member_waits& waits) override {
-    ATOMR_TRY(wait_for(waits));
-    const bool grouped = members_.size() > 1 || r.spec.kind == coll_kind::all_to_all;
-    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
-    auto enqueued = enqueue(r);
-    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
-    ATOMR_TRY(enqueued);
-    auto st = std::make_shared<nccl_state>();
-    ATOMR_TRY(finish_issue(r.deadline, *st));
-    r.state = st;
-    return ok();
+    coll_request* one[] = {&r};
+    return issue_together(one, waits, members_.size() > 1 || r.spec.kind == coll_kind::all_to_all);
   }
 
   result<void> issue_group(std::span<coll_request* const> batch, const member_waits& waits) override {
+    return issue_together(batch, waits, true);
+  }
+
+  // Enqueues the requests' calls (in one NCCL group if `grouped`) after `waits`; they share the
+  // events recorded after them.
+  result<void> issue_together(std::span<coll_request* const> batch, const member_waits& waits, bool grouped) {
     ATOMR_TRY(wait_for(waits));
-    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
+    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
     result<void> enqueued = ok();
     for (auto* r : batch) {
       enqueued = enqueue(*r);
       if (!enqueued) break;
     }
-    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
+    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
     ATOMR_TRY(enqueued);
     auto st = std::make_shared<nccl_state>();
     ATOMR_TRY(finish_issue(batch.front()->deadline, *st));

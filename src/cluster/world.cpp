@@ -16,6 +16,9 @@ namespace {
 using detail::clock;
 using local::buffer_block;
 
+// Rank 0's pick is broadcast: an id every rank of a world shares, different for every world.
+std::uint64_t new_world_id() { return std::uint64_t{std::random_device{}()} << 32 | std::random_device{}(); }
+
 result<std::chrono::milliseconds> positive_ms(const tunable& t) {
   ATOMR_ASSIGN_OR_RETURN(const auto v, tunable_int(t));
   if (v <= 0) return error(errc::invalid_argument, std::string(t.env) + " must be a positive number of milliseconds");
@@ -136,8 +139,7 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
   log::get("cluster")->debug("world of {} ({} backend) up; this rank's first member is {}", (*backend)->size(),
                              to_string(*checked), (*backend)->rank(0));
   // An id every rank shares, different for every world (see world_engine).
-  std::uint64_t id = std::random_device{}();
-  id = id << 32 | std::random_device{}();
+  std::uint64_t id = new_world_id();
   {
     MPI_Request q = MPI_REQUEST_NULL;
     if (auto r = ATOMR_MPI_CHECK(MPI_Ibcast(&id, 1, MPI_UINT64_T, 0, control, &q)); !r) return fail(r.error_value());
@@ -157,7 +159,7 @@ result<std::unique_ptr<world>> world::split(int color, int key) {
     // Every rank has arrived (the backend's split agreed first), so this blocking split is bounded.
     ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_split(engine_->control(), color < 0 ? MPI_UNDEFINED : color, key, &control)));
     if (control != MPI_COMM_NULL) {
-      id = std::uint64_t{std::random_device{}()} << 32 | std::random_device{}();
+      id = new_world_id();
       ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Bcast(&id, 1, MPI_UINT64_T, 0, control)));
     }
     return ok();

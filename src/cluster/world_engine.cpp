@@ -386,14 +386,12 @@ void world_engine::issue_batch(std::size_t n) {
     queue_.pop_front();
   }
   result<void> issued = ok();
-  std::vector<coll_request*> raw;
-  for (auto& r : batch) raw.push_back(r.get());
-  if (is_p2p(*batch.front())) {
-    issued = backend_->issue_group(raw, waits);
-  } else if (batch.size() == 1) {
+  if (batch.size() == 1 && !is_p2p(*batch.front())) {
     issued = backend_->issue(*batch.front(), waits);
   } else {
-    issued = backend_->issue_packed(raw, waits);
+    std::vector<coll_request*> raw;
+    for (auto& r : batch) raw.push_back(r.get());
+    issued = is_p2p(*batch.front()) ? backend_->issue_group(raw, waits) : backend_->issue_packed(raw, waits);
   }
   if (!issued) {
     // The communicator may be half-way through a call: the world cannot go on safely.

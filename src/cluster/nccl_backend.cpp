@@ -79,6 +79,7 @@ result<void> settle(const std::vector<member>& ms, clock::time_point deadline, c
 struct nccl_state {
   std::vector<std::shared_ptr<void>> events;  // per member
   std::vector<copy_desc> descs;               // packed: kept until done
+  bool finished = false;                      // the events passed: a packed batch asks once
 };
 
 class nccl_backend final : public comm_backend {
@@ -244,7 +245,8 @@ class nccl_backend final : public comm_backend {
   }
 
   result<bool> test(coll_request& r) override {
-    const auto* st = static_cast<const nccl_state*>(r.state.get());
+    auto* st = static_cast<nccl_state*>(r.state.get());
+    if (st->finished) return true;
     for (std::size_t i = 0; i < st->events.size(); ++i) {
       const auto q = cudaEventQuery(static_cast<cudaEvent_t>(st->events[i].get()));
       if (q == cudaErrorNotReady) return false;
@@ -253,6 +255,7 @@ class nccl_backend final : public comm_backend {
         return ATOMR_CUDA_CHECK(q).error_value();
       }
     }
+    st->finished = true;
     return true;
   }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <random>
-#include <set>
 
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/context.hpp"
@@ -176,9 +175,14 @@ future<void> world::barrier() const { return submit(coll_spec{coll_kind::barrier
 world::stats_snapshot world::stats() const { return engine_->stats(); }
 
 future<void> world::submit(coll_spec spec) const {
-  std::vector<coll_spec> one;
-  one.push_back(std::move(spec));
-  return submit_all(std::move(one)).front();
+  auto r = make_request(std::move(spec));
+  if (!r) {
+    promise<void> p;
+    auto f = p.get_future();
+    p.set_error(r.error_value());
+    return f;
+  }
+  return engine_->submit(std::move(r).value());
 }
 
 std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const {
@@ -305,12 +309,16 @@ result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec spec
   }
   // Hazards: the request waits for earlier writes to everything it touches, and is one write
   // to its recv buffers.
-  std::set<const buffer_block*> written;
+  // (A handful of buffers: a linear search beats a set here, on every request.)
+  auto written = [&](const buffer_block* b) {
+    return std::any_of(r->writes.begin(), r->writes.end(), [&](const auto& t) { return t.block.get() == b; });
+  };
+  r->writes.reserve(spec.recv.size());
   for (const auto& b : spec.recv) {
-    if (written.insert(b.get()).second) r->writes.push_back({b, b->request_write()});
+    if (!written(b.get())) r->writes.push_back({b, b->request_write()});
   }
   for (const auto& b : spec.send) {
-    if (!written.count(b.get())) r->reads.push_back({b, b->writes_requested()});
+    if (!written(b.get())) r->reads.push_back({b, b->writes_requested()});
   }
   r->spec = std::move(spec);
   return r;

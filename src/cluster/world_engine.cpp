@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 #include <unordered_set>
 
 #include "atomr/cluster/mpi_check.hpp"
@@ -23,10 +22,28 @@ struct signature {
   std::uint8_t type = 0;
   std::uint8_t op = 0;
   std::uint8_t pad = 0;
-  std::int32_t packable = 0;  // how many requests from this one on the rank could pack now
+  std::int32_t offered = 0;  // how many packable requests from this one the rank plans for
   std::int32_t pad2 = 0;
 };
 static_assert(sizeof(signature) == 32);
+
+// Packing needs every rank to batch the same requests, and what is queued differs between ranks
+// at any moment, so ranks agree on a plan: each offers the packable all_reduces it has queued
+// (up to this many) and where it would start a new batch; the plan covers the shortest offer and
+// starts a batch wherever any rank would. One exchange then serves many batches, and a stream
+// of requests that cannot pack (one buffer used again and again) costs one exchange per queue,
+// not one per request.
+constexpr std::size_t k_plan_most = 512;
+
+struct offer {
+  signature head;
+  std::uint8_t cuts[k_plan_most / 8] = {};  // bit i: request i starts a new batch
+};
+
+bool bit(const std::uint8_t* bits, std::size_t i) { return (bits[i / 8] >> (i % 8)) & 1U; }
+void set_bit(std::uint8_t* bits, std::size_t i) {
+  bits[i / 8] = static_cast<std::uint8_t>(bits[i / 8] | 1U << (i % 8));
+}
 
 bool reduces(coll_kind k) {
   return k == coll_kind::all_reduce || k == coll_kind::reduce || k == coll_kind::reduce_scatter;
@@ -71,14 +88,15 @@ std::string detail::coll_request::describe() const {
 }
 
 struct world_engine::exchange {
-  signature mine;
-  std::vector<signature> all;
+  offer mine;
+  std::vector<offer> all;
   MPI_Request request = MPI_REQUEST_NULL;
 };
 
 world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backend> backend,
                            std::vector<local::device> members, world_options options, std::uint64_t id)
     : control_(control), backend_(std::move(backend)), members_(std::move(members)), options_(options), id_(id) {
+  if (MPI_Comm_size(control_, &control_size_) != MPI_SUCCESS) control_size_ = backend_->size();
   for (const auto& m : members_) {
     watches_.push_back(m.state()->watch([this, device = m.index()](std::uint64_t generation) {
       fail_from_outside(error(errc::aborted, "device " + std::to_string(device) + " was rebuilt (generation " +
@@ -122,9 +140,19 @@ std::optional<error> world_engine::failure() const {
 }
 
 future<void> world_engine::submit(std::unique_ptr<coll_request> r) {
-  std::vector<std::unique_ptr<coll_request>> one;
-  one.push_back(std::move(r));
-  return submit_all(std::move(one)).front();
+  auto out = r->done.get_future();
+  {
+    std::lock_guard lock(mutex_);
+    if (failure_) {
+      r->done.set_error(error(errc::aborted, "the world failed earlier: " + failure_->message()));
+      return out;
+    }
+    r->seq = next_seq_++;
+    r->deadline = clock::now() + options_.op_timeout;
+    inbox_.push_back(std::move(r));
+  }
+  wake_.notify_one();
+  return out;
 }
 
 std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<coll_request>> rs) {
@@ -223,6 +251,7 @@ void world_engine::take_inbox() {
 }
 
 std::size_t world_engine::member_of(const std::shared_ptr<local::buffer_block>& b) const {
+  if (members_.size() == 1) return 0;  // make_request checked the device
   const auto s = b->state.lock();
   for (std::size_t i = 0; i < members_.size(); ++i) {
     if (members_[i].state() == s) return i;
@@ -276,6 +305,10 @@ class buffer_use {
     for (const auto& b : r.spec.send) read_.insert(b.get());
     return true;
   }
+  void clear() {
+    written_.clear();
+    read_.clear();
+  }
 
  private:
   std::unordered_set<const void*> written_;
@@ -283,20 +316,32 @@ class buffer_use {
 };
 }  // namespace
 
-std::size_t world_engine::packable_prefix() const {
-  const auto& head = *queue_.front();
-  buffer_use use(queue_.size());
-  std::size_t n = 0;
-  std::size_t bytes = 0;
+// This rank's offer: the packable all_reduces queued from the head (in check mode only the first
+// batch, so that every batch's head is compared), with a cut wherever a request cannot join the
+// batch before it. Returns how many requests it covers.
+std::size_t world_engine::plan_offer(std::uint8_t* cuts) const {
+  const std::size_t most = k_plan_most;
+  buffer_use use(std::min(queue_.size(), most));
   detail::member_waits waits;
+  const coll_request* first = nullptr;
+  std::size_t bytes = 0;
+  std::size_t n = 0;
   for (const auto& r : queue_) {
-    if (!packable(*r) || r->spec.type != head.spec.type || r->spec.params.op != head.spec.params.op) break;
-    if (n > 0 && bytes + r->bytes() > options_.pack_capacity) break;
-    if (!ready(*r, waits) || !use.try_add(*r)) break;
+    if (n == most || !packable(*r)) break;
+    bool cut = first == nullptr || r->spec.type != first->spec.type || r->spec.params.op != first->spec.params.op ||
+               bytes + r->bytes() > options_.pack_capacity || !ready(*r, waits) || !use.try_add(*r);
+    if (cut && options_.check && first != nullptr) break;
+    if (cut) {
+      use.clear();
+      (void)use.try_add(*r);  // always fits an empty set
+      set_bit(cuts, n);
+      first = r.get();
+      bytes = 0;
+    }
     bytes += r->bytes();
     ++n;
   }
-  return std::max<std::size_t>(n, 1);
+  return n;
 }
 
 // The sends and receives at the head of the queue that can go in one group. Grouping is local:
@@ -333,22 +378,36 @@ bool world_engine::start_issue() {
   auto& head = *queue_.front();
   detail::member_waits waits;
   if (!ready(head, waits)) return false;
+  if (!planned_.empty()) {
+    issue_planned();
+    return true;
+  }
   if (!options_.check && !packable(head)) {
     issue_batch(is_p2p(head) ? p2p_prefix() : 1);
     return true;
   }
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.agreements;
+  }
   exchange_ = std::make_unique<exchange>();
-  auto& s = exchange_->mine;
+  auto& s = exchange_->mine.head;
   s.seq = head.seq;
   s.count = head.count;
   s.root = head.spec.params.root;
   s.kind = static_cast<std::uint8_t>(head.spec.kind);
   s.type = static_cast<std::uint8_t>(head.spec.type);
   s.op = static_cast<std::uint8_t>(head.spec.params.op);
-  s.packable = packable(head) ? static_cast<std::int32_t>(packable_prefix()) : 1;
-  exchange_->all.resize(static_cast<std::size_t>(backend_->size() / static_cast<int>(backend_->members())));
-  if (auto r = ATOMR_MPI_CHECK(MPI_Iallgather(&exchange_->mine, sizeof(signature), MPI_BYTE, exchange_->all.data(),
-                                              sizeof(signature), MPI_BYTE, control_, &exchange_->request));
+  s.offered = packable(head) ? static_cast<std::int32_t>(plan_offer(exchange_->mine.cuts)) : 1;
+  if (control_size_ == 1) {
+    // Nobody to agree with.
+    exchange_->all.assign(1, exchange_->mine);
+    finish_exchange();
+    return true;
+  }
+  exchange_->all.resize(static_cast<std::size_t>(control_size_));
+  if (auto r = ATOMR_MPI_CHECK(MPI_Iallgather(&exchange_->mine, sizeof(offer), MPI_BYTE, exchange_->all.data(),
+                                              sizeof(offer), MPI_BYTE, control_, &exchange_->request));
       !r) {
     exchange_.reset();
     fail_world(r.error_value().with_context("comparing requests across ranks"), &head);
@@ -356,23 +415,39 @@ bool world_engine::start_issue() {
   return true;
 }
 
+// Issues the next batch of the agreed plan.
+void world_engine::issue_planned() {
+  std::size_t n = 1;
+  while (n < planned_.size() && planned_[n] == 0) ++n;
+  planned_.erase(planned_.begin(), planned_.begin() + static_cast<std::ptrdiff_t>(n));
+  issue_batch(n);
+}
+
 void world_engine::finish_exchange() {
   const auto ex = std::move(exchange_);
   const auto& head = *queue_.front();
+  const auto& mine = ex->mine.head;
   if (options_.check) {
     for (std::size_t r = 0; r < ex->all.size(); ++r) {
-      const auto& theirs = ex->all[r];
-      if (point_to_point(ex->mine) && point_to_point(theirs)) continue;
-      if (same_request(ex->mine, theirs)) continue;
+      const auto& theirs = ex->all[r].head;
+      if (point_to_point(mine) && point_to_point(theirs)) continue;
+      if (same_request(mine, theirs)) continue;
       return fail_world(
-          error(errc::invalid_argument, "ranks issued different collectives: this rank issued " + describe(ex->mine) +
+          error(errc::invalid_argument, "ranks issued different collectives: this rank issued " + describe(mine) +
                                             ", rank " + std::to_string(r) + " issued " + describe(theirs)),
           &head);
     }
   }
-  std::int32_t agreed = ex->mine.packable;
-  for (const auto& s : ex->all) agreed = std::min(agreed, s.packable);
-  issue_batch(is_p2p(head) ? p2p_prefix() : static_cast<std::size_t>(std::max(agreed, 1)));
+  if (!packable(head)) return issue_batch(is_p2p(head) ? p2p_prefix() : 1);
+  std::int32_t agreed = mine.offered;
+  for (const auto& o : ex->all) agreed = std::min(agreed, o.head.offered);
+  const auto n = static_cast<std::size_t>(std::clamp<std::int32_t>(agreed, 1, static_cast<std::int32_t>(k_plan_most)));
+  for (std::size_t i = 0; i < n; ++i) {
+    bool cut = i == 0;
+    for (const auto& o : ex->all) cut = cut || bit(o.cuts, i);
+    planned_.push_back(cut ? 1 : 0);
+  }
+  issue_planned();
 }
 
 void world_engine::issue_batch(std::size_t n) {
@@ -420,20 +495,31 @@ void world_engine::publish_writes(coll_request& r, const std::vector<std::shared
 }
 
 void world_engine::complete_finished() {
-  while (!in_flight_.empty() && !failure_) {
-    auto& r = *in_flight_.front();
-    auto finished = backend_->test(r);
-    if (!finished) return fail_world(finished.error_value().with_context("waiting for " + r.describe()), &r);
-    if (!*finished) return;
-    if (!r.writes_published) publish_writes(r, {});
-    {
-      std::lock_guard lock(mutex_);
-      ++stats_.requests;
+  if (failure_) return;
+  // Finished requests are counted (one lock) before their futures resolve, so a caller that saw
+  // its future also sees it in stats().
+  std::size_t n = 0;
+  std::optional<error> failed;
+  for (; n < in_flight_.size(); ++n) {
+    auto finished = backend_->test(*in_flight_[n]);
+    if (!finished) {
+      failed = finished.error_value().with_context("waiting for " + in_flight_[n]->describe());
+      break;
     }
+    if (!*finished) break;
+  }
+  if (n > 0) {
+    std::lock_guard lock(mutex_);
+    stats_.requests += n;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& r = *in_flight_.front();
+    if (!r.writes_published) publish_writes(r, {});
     completed_seq_ = r.seq;
     r.done.set_value();
     in_flight_.pop_front();
   }
+  if (failed) fail_world(*failed, in_flight_.front().get());
 }
 
 void world_engine::check_health() {
@@ -539,6 +625,7 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
     }
   }
   exchange_.reset();
+  planned_.clear();
   auto fail = [&](std::deque<std::unique_ptr<coll_request>>& list) {
     for (auto& r : list) {
       if (!r->writes_published) publish_writes(*r, {});

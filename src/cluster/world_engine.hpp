@@ -43,6 +43,9 @@ class world_engine {
   void take_inbox();
   void issue_ready();
   bool start_issue();
+  // Packing plans: one exchange agrees how up to `k_plan_most` queued all_reduces are batched.
+  std::size_t plan_offer(std::uint8_t* cuts) const;
+  void issue_planned();
   void finish_exchange();
   void issue_batch(std::size_t n);
   void complete_finished();
@@ -53,7 +56,6 @@ class world_engine {
   void tell_peers(const error& cause);
   void poll_notices();
   bool ready(const detail::coll_request& r, detail::member_waits& waits) const;
-  std::size_t packable_prefix() const;
   std::size_t p2p_prefix() const;
   bool packable(const detail::coll_request& r) const;
   void publish_writes(detail::coll_request& r, const std::vector<std::shared_ptr<void>>& events);
@@ -81,6 +83,9 @@ class world_engine {
   std::deque<std::unique_ptr<detail::coll_request>> in_flight_;
   struct exchange;
   std::unique_ptr<exchange> exchange_;
+  // The agreed plan for the requests at the head of queue_: 1 where a request starts a batch.
+  std::deque<std::uint8_t> planned_;
+  int control_size_ = 1;
   std::chrono::steady_clock::time_point last_probe_{};
   std::vector<std::unique_ptr<std::vector<char>>> notices_;  // sent: kept until MPI is done with them
   std::vector<MPI_Request> notice_requests_;

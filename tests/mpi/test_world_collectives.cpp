@@ -252,6 +252,26 @@ TEST_F(Collectives, SmallAllReducesSubmittedTogetherArePacked) {
   EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k + 1));
   EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
   EXPECT_EQ(s.issues, 2u);
+  EXPECT_EQ(s.agreements, 1u);  // one plan covered both batches
+}
+
+TEST_F(Collectives, ARunOfRequestsThatCannotPackNeedsOneAgreementPer512) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  // 600 dependent sums on one buffer, all pending together: each starts its own batch, and the
+  // ranks agree on that for 512 requests at a time, not request by request.
+  constexpr int k = 600;
+  auto b = buffer(std::vector<std::uint64_t>(4, 3));
+  std::vector<cluster::coll_spec> specs(k, {coll_kind::all_reduce, local::dtype::u64, {}, {b.block()}, {b.block()}});
+  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  std::uint64_t expected = 3;  // modulo 2^64, as the sums wrap
+  for (int i = 0; i < k; ++i) expected *= static_cast<std::uint64_t>(size_);
+  EXPECT_EQ(read(b), std::vector<std::uint64_t>(4, expected));
+  const auto s = w->stats();
+  EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.issues, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.packed, 0u);
+  EXPECT_EQ(s.agreements, 2u);  // 512, then 88
 }
 
 TEST_F(Collectives, PackingOffIssuesEachRequest) {

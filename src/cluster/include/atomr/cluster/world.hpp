@@ -15,8 +15,9 @@
 //
 // Coalescing: small all_reduces (with the same type and reduction, not touching each other's
 // buffers) that are pending together are packed into one buffer, reduced once and unpacked. The
-// ranks agree on how many to pack with one small MPI exchange, so the packing never differs
-// between ranks.
+// ranks agree on a plan for up to 512 queued all_reduces with one small MPI exchange, so the
+// packing never differs between ranks; requests that cannot be packed (larger ones, other kinds)
+// need no exchange.
 //
 // Watchdog: every request has a deadline. When one passes, or NCCL reports an asynchronous error,
 // the communicator is aborted and every pending request fails with an error naming the
@@ -170,6 +171,9 @@ class world {
     std::uint64_t requests = 0;  // requests completed
     std::uint64_t issues = 0;    // backend calls made for them (a packed group counts once)
     std::uint64_t packed = 0;    // requests that went in a packed group
+    // Plans the ranks agreed on with an exchange (packing, and every batch in check mode): one
+    // covers up to 512 queued requests.
+    std::uint64_t agreements = 0;
   };
   stats_snapshot stats() const;
 

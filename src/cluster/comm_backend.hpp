@@ -54,7 +54,8 @@ class comm_backend {
   // Enqueues send/recv requests together (one NCCL group), so that a rank's sends and receives,
   // to itself too, never wait on each other.
   virtual result<void> issue_group(std::span<coll_request* const> batch, const member_waits& waits) = 0;
-  virtual std::vector<std::shared_ptr<void>> events(const coll_request& r) const = 0;
+  // (A reference into the request's state: valid while the request holds it.)
+  virtual const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const = 0;
   // True once the request's work has finished (and its results are in place).
   virtual result<bool> test(coll_request& r) = 0;
   // An error the communicator reported on its own (NCCL async errors); none on the host backend.

@@ -242,7 +242,10 @@ class mpi_backend final : public comm_backend {
     return ok();
   }
 
-  std::vector<std::shared_ptr<void>> events(const coll_request&) const override { return {}; }
+  const std::vector<std::shared_ptr<void>>& events(const coll_request&) const override {
+    static const std::vector<std::shared_ptr<void>> none;
+    return none;
+  }
 
   result<bool> test(coll_request& r) override {
     auto* st = static_cast<host_state*>(r.state.get());

@@ -240,7 +240,7 @@ class nccl_backend final : public comm_backend {
     return ok();
   }
 
-  std::vector<std::shared_ptr<void>> events(const coll_request& r) const override {
+  const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const override {
     return static_cast<const nccl_state*>(r.state.get())->events;
   }
 

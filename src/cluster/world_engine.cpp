@@ -452,9 +452,10 @@ void world_engine::finish_exchange() {
 
 void world_engine::issue_batch(std::size_t n) {
   std::vector<std::unique_ptr<coll_request>> batch;
+  batch.reserve(n);
   detail::member_waits waits(members_.size());
+  detail::member_waits mine;
   for (std::size_t i = 0; i < n && !queue_.empty(); ++i) {
-    detail::member_waits mine;
     ready(*queue_.front(), mine);
     for (std::size_t m = 0; m < mine.size(); ++m) waits[m].insert(waits[m].end(), mine[m].begin(), mine[m].end());
     batch.push_back(std::move(queue_.front()));
@@ -480,7 +481,7 @@ void world_engine::issue_batch(std::size_t n) {
     if (batch.size() > 1 && !is_p2p(*batch.front())) stats_.packed += batch.size();
   }
   for (auto& r : batch) {
-    const auto events = backend_->events(*r);
+    const auto& events = backend_->events(*r);
     if (!events.empty()) publish_writes(*r, events);
     in_flight_.push_back(std::move(r));
   }

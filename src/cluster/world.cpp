@@ -235,7 +235,8 @@ result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec spec
       const auto& b = (*list)[m];
       if (!b) return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": empty gpu_ref"));
       if (auto v = local::validate_block(*b); !v) return refuse(v.error_value());
-      if (b->state.lock() != device_state) {
+      // (Compared without locking: this runs for every request.)
+      if (b->state.owner_before(device_state) || device_state.owner_before(b->state)) {
         return refuse(error(errc::invalid_argument,
                             std::string(to_string(kind)) + ": " + where(*b) + " is not on local device " +
                                 std::to_string(engine_->members()[m].index()) + " (member " + std::to_string(m) + ")"));

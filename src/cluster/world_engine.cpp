@@ -1,7 +1,9 @@
 #include "world_engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <memory_resource>
 #include <unordered_set>
 
 #include "atomr/cluster/mpi_check.hpp"
@@ -290,7 +292,8 @@ bool is_p2p(const detail::coll_request& r) { return r.spec.kind == coll_kind::se
 // Requests issued together must not touch each other's buffers: those must run one after the other.
 class buffer_use {
  public:
-  explicit buffer_use(std::size_t expected) {
+  // The sets' nodes come from one arena, freed at once: this runs for every queued request.
+  explicit buffer_use(std::size_t expected) : arena_(arena_bytes_.data(), arena_bytes_.size()) {
     written_.reserve(expected);
     read_.reserve(expected);
   }
@@ -311,8 +314,10 @@ class buffer_use {
   }
 
  private:
-  std::unordered_set<const void*> written_;
-  std::unordered_set<const void*> read_;
+  std::array<std::byte, 16 * 1024> arena_bytes_;
+  std::pmr::monotonic_buffer_resource arena_;
+  std::pmr::unordered_set<const void*> written_{&arena_};
+  std::pmr::unordered_set<const void*> read_{&arena_};
 };
 }  // namespace
 

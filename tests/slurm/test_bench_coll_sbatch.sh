@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The `slurm` test: a private Slurm on this machine (tests/slurm/private-slurm) runs
+# slurm/bench-coll.sbatch as a real batch job, 2 tasks on one node (host backend where no GPU is
+# visible), and checks what the job wrote: every value right, a JSON report per collective, the
+# job's exit code. Then a job asking for an unknown collective must fail with its reason.
+#   test_bench_coll_sbatch.sh <source dir> <atomr program> <work dir>
+set -euo pipefail
+src=${1:?source dir}
+atomr=${2:?atomr program}
+work=${3:?work dir}
+
+if [[ $(id -u) != 0 ]]; then
+  echo "SKIP: a private slurmd must run as root (run the slurm tests as root, as CI does)"
+  exit 77
+fi
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$work"/job-*.out; do [[ -f $f ]] && { echo "== $f" >&2; cat "$f" >&2; }; done
+  exit 1
+}
+
+rm -rf "$work"
+mkdir -p "$work"
+root=$work/slurm
+trap '"$src/tests/slurm/private-slurm" stop "$root"' EXIT
+"$src/tests/slurm/private-slurm" start "$root"
+export SLURM_CONF=$root/slurm.conf
+cd "$work"
+
+export ATOMR_HOME=$src ATOMR_BIN=$atomr ATOMR_GPUS_PER_RANK=0
+export ATOMR_BENCH_ARGS="-b 8 -e 64K -f 8 -n 20 -w 2 --many 0"
+
+# 1. Two collectives on 2 tasks: the job passes and leaves a table and a JSON report for each.
+ATOMR_BENCH_OPS="all_reduce all_gather" ATOMR_RESULTS=$work/results \
+  sbatch --wait --parsable -N 1 --ntasks-per-node=2 -t 5 -o "$work/job-%j.out" "$src/slurm/bench-coll.sbatch" \
+  >"$work/job1.id" || fail "the benchmark job failed (rc $?)"
+out=$work/job-$(cat "$work/job1.id").out
+grep -q "bench-coll: 2 collective(s) passed" "$out" || fail "no success line in $out"
+for op in all_reduce all_gather; do
+  grep -q "# atomr bench coll: $op, 2 ranks (host backend" "$work/results/$op.txt" || fail "$op: not run on 2 ranks"
+  grep -q "Out of bounds values : 0 OK" "$work/results/$op.txt" || fail "$op: wrong values"
+  tr -d ' \n' <"$work/results/$op.json" | grep -q '"wrong":0' || fail "$op: the JSON report has no \"wrong\": 0"
+done
+grep -q "2 rank(s) on 1 node(s)" "$work/results/info.txt" || fail "atomr info did not see 2 ranks"
+
+# 2. An unknown collective: the job fails (sbatch --wait returns its exit code) and says why.
+if ATOMR_BENCH_OPS="all_reduce no_such_op" ATOMR_RESULTS=$work/results2 \
+  sbatch --wait --parsable -N 1 --ntasks-per-node=2 -t 5 -o "$work/job-%j.out" "$src/slurm/bench-coll.sbatch" \
+  >"$work/job2.id"; then
+  fail "a job with an unknown collective passed"
+fi
+out=$work/job-$(cat "$work/job2.id").out
+grep -q "bench-coll: FAILED: no_such_op" "$out" || fail "the failed job did not name the failed collective"
+echo "slurm bench-coll job: passed and failed as expected"

@@ -20,6 +20,8 @@
 namespace atomr::cluster::detail {
 namespace {
 
+#define ATOMR_NCCL_ISSUE(call) track((call), #call, __FILE__, __LINE__)
+
 ncclDataType_t nccl_type(local::dtype t) {
   switch (t) {
     case local::dtype::i8: return ncclInt8;
@@ -132,13 +134,13 @@ class nccl_backend final : public comm_backend {
   // events recorded after them.
   result<void> issue_together(std::span<coll_request* const> batch, const member_waits& waits, bool grouped) {
     ATOMR_TRY(wait_for(waits));
-    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
+    if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupStart()));
     result<void> enqueued = ok();
     for (auto* r : batch) {
       enqueued = enqueue(*r);
       if (!enqueued) break;
     }
-    if (grouped) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
+    if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupEnd()));
     ATOMR_TRY(enqueued);
     auto st = std::make_shared<nccl_state>();
     ATOMR_TRY(finish_issue(batch.front()->deadline, *st));
@@ -162,37 +164,37 @@ class nccl_backend final : public comm_backend {
       const int root = r.spec.params.root;
       switch (r.spec.kind) {
         case coll_kind::all_reduce:
-          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclAllReduce(send, recv, n, t, op, m.comm, m.stream)));
+          ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclAllReduce(send, recv, n, t, op, m.comm, m.stream)));
           break;
         case coll_kind::broadcast:
-          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclBroadcast(send, recv, n, t, root, m.comm, m.stream)));
+          ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclBroadcast(send, recv, n, t, root, m.comm, m.stream)));
           break;
         case coll_kind::reduce:
-          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclReduce(send, recv, n, t, op, root, m.comm, m.stream)));
+          ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclReduce(send, recv, n, t, op, root, m.comm, m.stream)));
           break;
         case coll_kind::all_gather:
           if (in_place) send = recv + bytes * static_cast<std::size_t>(me);
-          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclAllGather(send, recv, n, t, m.comm, m.stream)));
+          ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclAllGather(send, recv, n, t, m.comm, m.stream)));
           break;
         case coll_kind::reduce_scatter:
           if (in_place) recv = send + bytes * static_cast<std::size_t>(me);
-          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclReduceScatter(send, recv, n, t, op, m.comm, m.stream)));
+          ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclReduceScatter(send, recv, n, t, op, m.comm, m.stream)));
           break;
         case coll_kind::all_to_all:
           for (int p = 0; p < size_; ++p) {
             const auto off = bytes * static_cast<std::size_t>(p);
-            ATOMR_TRY(ATOMR_NCCL_CHECK(ncclSend(send + off, n, t, p, m.comm, m.stream)));
-            ATOMR_TRY(ATOMR_NCCL_CHECK(ncclRecv(recv + off, n, t, p, m.comm, m.stream)));
+            ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclSend(send + off, n, t, p, m.comm, m.stream)));
+            ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclRecv(recv + off, n, t, p, m.comm, m.stream)));
           }
           break;
         case coll_kind::send:
-          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclSend(send, n, t, (root + static_cast<int>(i)) % size_, m.comm, m.stream)));
+          ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclSend(send, n, t, (root + static_cast<int>(i)) % size_, m.comm, m.stream)));
           break;
         case coll_kind::recv:
-          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclRecv(recv, n, t, (root + static_cast<int>(i)) % size_, m.comm, m.stream)));
+          ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclRecv(recv, n, t, (root + static_cast<int>(i)) % size_, m.comm, m.stream)));
           break;
         case coll_kind::barrier:
-          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclAllReduce(m.scratch, m.scratch, 1, ncclInt32, ncclSum, m.comm, m.stream)));
+          ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclAllReduce(m.scratch, m.scratch, 1, ncclInt32, ncclSum, m.comm, m.stream)));
           break;
       }
     }
@@ -229,7 +231,7 @@ class nccl_backend final : public comm_backend {
     ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d, k, m.stream)));
     // The slots' padding is reduced too (garbage in, garbage out, never copied back).
     const std::size_t elems = total / local::size_of(type);
-    ATOMR_TRY(ATOMR_NCCL_CHECK(
+    ATOMR_TRY(ATOMR_NCCL_ISSUE(
         ncclAllReduce(pack, pack, elems, nccl_type(type), nccl_op(batch.front()->spec.params.op), m.comm, m.stream)));
     ATOMR_TRY(finish_nccl(batch.front()->deadline));
     ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d + k, k, m.stream)));
@@ -336,8 +338,20 @@ class nccl_backend final : public comm_backend {
   }
 
   // A nonblocking communicator may still be enqueuing (connection setup on first use): the
-  // event must come after the work, so wait for that first.
-  result<void> finish_nccl(clock::time_point deadline) { return settle(members_, deadline, "enqueuing an NCCL call"); }
+  // event must come after the work, so wait for that first. Only a call that answered
+  // ncclInProgress leaves work behind; asking every communicator after every call would cost
+  // each request a round of ncclCommGetAsyncError.
+  result<void> finish_nccl(clock::time_point deadline) {
+    if (!in_progress_) return ok();
+    in_progress_ = false;
+    return settle(members_, deadline, "enqueuing an NCCL call");
+  }
+
+  // ATOMR_NCCL_ISSUE: an enqueuing call, checked like ATOMR_NCCL_CHECK, that notes ncclInProgress.
+  result<void> track(ncclResult_t status, const char* call, const char* file, int line) {
+    if (status == ncclInProgress) in_progress_ = true;
+    return atomr::detail::check_nccl(status, call, file, line);
+  }
 
   result<void> record(nccl_state& st) {
     for (auto& m : members_) {
@@ -359,6 +373,7 @@ class nccl_backend final : public comm_backend {
   std::vector<int> ranks_;
   int size_;
   bool aborted_ = false;
+  bool in_progress_ = false;  // an enqueuing call answered ncclInProgress since the last settle
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 // polled, so a missing rank is noticed by its deadline.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -87,6 +88,8 @@ class world_engine {
   std::deque<std::uint8_t> planned_;
   int control_size_ = 1;
   std::chrono::steady_clock::time_point last_probe_{};
+  std::chrono::steady_clock::time_point last_health_{};
+  std::atomic<bool> outside_flag_{false};                    // outside_failure_ was set (read without the lock)
   std::vector<std::unique_ptr<std::vector<char>>> notices_;  // sent: kept until MPI is done with them
   std::vector<MPI_Request> notice_requests_;
   std::uint64_t completed_seq_ = 0;  // the last request completed here

@@ -152,6 +152,7 @@ future<void> world_engine::submit(std::unique_ptr<coll_request> r) {
     r->seq = next_seq_++;
     r->deadline = clock::now() + options_.op_timeout;
     inbox_.push_back(std::move(r));
+    inbox_flag_.store(true, std::memory_order_release);
   }
   wake_.notify_one();
   return out;
@@ -173,14 +174,19 @@ std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<c
       r->deadline = deadline;
       inbox_.push_back(std::move(r));
     }
+    if (!inbox_.empty()) inbox_flag_.store(true, std::memory_order_release);
   }
   wake_.notify_one();
   return out;
 }
 
 world::stats_snapshot world_engine::stats() const {
-  std::lock_guard lock(mutex_);
-  return stats_;
+  world::stats_snapshot s;
+  s.requests = stats_.requests.load(std::memory_order_acquire);
+  s.issues = stats_.issues.load(std::memory_order_acquire);
+  s.packed = stats_.packed.load(std::memory_order_acquire);
+  s.agreements = stats_.agreements.load(std::memory_order_acquire);
+  return s;
 }
 
 result<void> world_engine::when_idle(std::function<result<void>()> f) {
@@ -213,9 +219,11 @@ void world_engine::run() {
   auto last_change = clock::now();
   while (true) {
     std::deque<std::function<void()>> tasks;
-    {
+    // The lock is taken only to sleep or back off: while busy, new requests show in inbox_flag_.
+    const bool busy = !queue_.empty() || !in_flight_.empty() || exchange_;
+    const auto quiet = busy ? clock::now() - last_change : clock::duration{};
+    if (!busy || quiet > std::chrono::milliseconds(2)) {
       std::unique_lock lock(mutex_);
-      const bool busy = !queue_.empty() || !in_flight_.empty() || exchange_;
       if (!busy && inbox_.empty() && !outside_failure_) {
         if (stopping_) return;
         if (idle_tasks_.empty()) {
@@ -225,8 +233,7 @@ void world_engine::run() {
         }
         if (inbox_.empty()) tasks.swap(idle_tasks_);
         last_change = clock::now();
-      } else if (const auto quiet = clock::now() - last_change;
-                 quiet > std::chrono::milliseconds(2) && inbox_.empty() && !outside_failure_) {
+      } else if (busy && inbox_.empty() && !outside_failure_) {
         const auto pause = std::min<clock::duration>(std::chrono::microseconds(200), quiet / 20);
         wake_.wait_for(lock, pause, [&] { return !inbox_.empty() || outside_failure_.has_value(); });
       }
@@ -246,11 +253,13 @@ void world_engine::run() {
 }
 
 void world_engine::take_inbox() {
+  if (!inbox_flag_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mutex_);
   while (!inbox_.empty()) {
     queue_.push_back(std::move(inbox_.front()));
     inbox_.pop_front();
   }
+  inbox_flag_.store(false, std::memory_order_relaxed);
 }
 
 std::size_t world_engine::member_of(const std::shared_ptr<local::buffer_block>& b) const {
@@ -392,10 +401,7 @@ bool world_engine::start_issue() {
     issue_batch(is_p2p(head) ? p2p_prefix() : 1);
     return true;
   }
-  {
-    std::lock_guard lock(mutex_);
-    ++stats_.agreements;
-  }
+  stats_.agreements.fetch_add(1, std::memory_order_release);
   exchange_ = std::make_unique<exchange>();
   auto& s = exchange_->mine.head;
   s.seq = head.seq;
@@ -481,11 +487,8 @@ void world_engine::issue_batch(std::size_t n) {
     return fail_world(issued.error_value().with_context("issuing " + in_flight_.back()->describe()),
                       in_flight_.back().get());
   }
-  {
-    std::lock_guard lock(mutex_);
-    ++stats_.issues;
-    if (batch.size() > 1 && !is_p2p(*batch.front())) stats_.packed += batch.size();
-  }
+  stats_.issues.fetch_add(1, std::memory_order_release);
+  if (batch.size() > 1 && !is_p2p(*batch.front())) stats_.packed.fetch_add(batch.size(), std::memory_order_release);
   for (auto& r : batch) {
     const auto& events = backend_->events(*r);
     if (!events.empty()) publish_writes(*r, events);
@@ -515,10 +518,7 @@ void world_engine::complete_finished() {
     }
     if (!*finished) break;
   }
-  if (n > 0) {
-    std::lock_guard lock(mutex_);
-    stats_.requests += n;
-  }
+  if (n > 0) stats_.requests.fetch_add(n, std::memory_order_release);
   for (std::size_t i = 0; i < n; ++i) {
     auto& r = *in_flight_.front();
     if (!r.writes_published) publish_writes(r, {});
@@ -635,6 +635,7 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
       queue_.push_back(std::move(inbox_.front()));
       inbox_.pop_front();
     }
+    inbox_flag_.store(false, std::memory_order_relaxed);
   }
   exchange_.reset();
   planned_.clear();

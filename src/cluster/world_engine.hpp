@@ -76,7 +76,13 @@ class world_engine {
   std::optional<error> outside_failure_;
   std::uint64_t next_seq_ = 1;
   const std::uint64_t id_;
-  world::stats_snapshot stats_;
+  // Counted with atomics: callers and the progress thread never wait on each other for them.
+  struct counters {
+    std::atomic<std::uint64_t> requests{0}, issues{0}, packed{0}, agreements{0};
+  } stats_;
+  // Set (under mutex_) while inbox_ holds requests: the busy progress thread looks here instead
+  // of taking the lock the callers submit under.
+  std::atomic<bool> inbox_flag_{false};
   bool stopping_ = false;
 
   // Progress thread only.

@@ -234,6 +234,7 @@ result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec spec
       if (list->empty()) continue;
       const auto& b = (*list)[m];
       if (!b) return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": empty gpu_ref"));
+      if (list == &spec.recv && !spec.send.empty() && spec.send[m] == b) continue;  // in place: checked as send
       if (auto v = local::validate_block(*b); !v) return refuse(v.error_value());
       // (Compared without locking: this runs for every request.)
       if (b->state.owner_before(device_state) || device_state.owner_before(b->state)) {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "atomr/cluster/gather.hpp"
+#include "atomr/cluster/launch_env.hpp"
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/common/context.hpp"
@@ -71,6 +72,22 @@ TEST(Bootstrap, NodeIdentityIsConsistentAcrossRanks) {
     EXPECT_EQ(*locals.begin(), 0);
     EXPECT_EQ(*locals.rbegin(), local_size_by_node[node] - 1);
   }
+}
+
+// Whatever started the ranks (mpirun here, srun in the slurm test), the launcher's variables name
+// the same rank, size and node-local rank that MPI reports.
+TEST(Bootstrap, LauncherVariablesAgreeWithMpi) {
+  auto env = cluster::read_launch_env();
+  ASSERT_TRUE(env) << env.error_value();
+  auto mine = cluster::discover_node_identity(MPI_COMM_WORLD);
+  ASSERT_TRUE(mine) << mine.error_value();
+  if (env->launcher == cluster::launcher_kind::none) GTEST_SKIP() << "started without a launcher (singleton)";
+  const auto launcher = to_string(env->launcher);
+  ASSERT_TRUE(env->rank.has_value()) << launcher << " set no rank variable";
+  EXPECT_EQ(*env->rank, mine->world_rank) << launcher;
+  EXPECT_EQ(env->size.value_or(mine->world_size), mine->world_size) << launcher;
+  EXPECT_EQ(env->local_rank.value_or(mine->local_rank), mine->local_rank) << launcher;
+  EXPECT_EQ(env->local_size.value_or(mine->local_size), mine->local_size) << launcher;
 }
 
 TEST(Bootstrap, FailedMpiCallIsAnErrorNamingCallAndRank) {

@@ -2,12 +2,15 @@
 # The `slurm` test: a private Slurm on this machine (tests/slurm/private-slurm) runs
 # slurm/bench-coll.sbatch as a real batch job, 2 tasks on one node (host backend where no GPU is
 # visible), and checks what the job wrote: every value right, a JSON report per collective, the
-# job's exit code. Then a job asking for an unknown collective must fail with its reason.
-#   test_bench_coll_sbatch.sh <source dir> <atomr program> <work dir>
+# job's exit code. Then a job asking for an unknown collective must fail with its reason. Last,
+# the given MPI test programs run under `srun --mpi=pmix -n 2` (the bootstrap reads Slurm's and
+# PMIx's variables there, not Open MPI's).
+#   test_bench_coll_sbatch.sh <source dir> <atomr program> <work dir> [mpi test program...]
 set -euo pipefail
 src=${1:?source dir}
 atomr=${2:?atomr program}
 work=${3:?work dir}
+shift 3
 
 if [[ $(id -u) != 0 ]]; then
   echo "SKIP: a private slurmd must run as root (run the slurm tests as root, as CI does)"
@@ -51,4 +54,11 @@ if ATOMR_BENCH_OPS="all_reduce no_such_op" ATOMR_RESULTS=$work/results2 \
 fi
 out=$work/job-$(cat "$work/job2.id").out
 grep -q "bench-coll: FAILED: no_such_op" "$out" || fail "the failed job did not name the failed collective"
-echo "slurm bench-coll job: passed and failed as expected"
+
+# 3. MPI test programs launched by srun itself.
+for prog in "$@"; do
+  srun -N 1 -n 2 --mpi=pmix -t 5 "$prog" --gtest_color=no >"$work/srun-$(basename "$prog").log" 2>&1 ||
+    { cat "$work/srun-$(basename "$prog").log" >&2; fail "srun -n 2 $(basename "$prog") failed"; }
+  grep -q "PASSED" "$work/srun-$(basename "$prog").log" || fail "$(basename "$prog") under srun: no PASSED line"
+done
+echo "slurm: bench-coll job passed and failed as expected; $# MPI test program(s) passed under srun"

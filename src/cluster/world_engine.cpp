@@ -1,13 +1,11 @@
 #include "world_engine.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
-#include <memory_resource>
-#include <unordered_set>
 
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/log.hpp"
+#include "atomr/common/pointer_set.hpp"
 
 namespace atomr::cluster {
 namespace {
@@ -302,17 +300,16 @@ bool is_p2p(const detail::coll_request& r) { return r.spec.kind == coll_kind::se
 // Requests issued together must not touch each other's buffers: those must run one after the other.
 class buffer_use {
  public:
-  // The sets' nodes come from one arena, freed at once: this runs for every queued request.
-  explicit buffer_use(std::size_t expected) : arena_(arena_bytes_.data(), arena_bytes_.size()) {
-    written_.reserve(expected);
-    read_.reserve(expected);
+  explicit buffer_use(std::size_t expected) {
+    written_.reset(expected);
+    read_.reset(expected);
   }
   bool try_add(const detail::coll_request& r) {
     for (const auto& b : r.spec.recv) {
-      if (written_.count(b.get()) || read_.count(b.get())) return false;
+      if (written_.contains(b.get()) || read_.contains(b.get())) return false;
     }
     for (const auto& b : r.spec.send) {
-      if (written_.count(b.get())) return false;
+      if (written_.contains(b.get())) return false;
     }
     for (const auto& b : r.spec.recv) written_.insert(b.get());
     for (const auto& b : r.spec.send) read_.insert(b.get());
@@ -324,10 +321,8 @@ class buffer_use {
   }
 
  private:
-  std::array<std::byte, 16 * 1024> arena_bytes_;
-  std::pmr::monotonic_buffer_resource arena_;
-  std::pmr::unordered_set<const void*> written_{&arena_};
-  std::pmr::unordered_set<const void*> read_{&arena_};
+  pointer_set written_;
+  pointer_set read_;
 };
 }  // namespace
 
@@ -336,7 +331,7 @@ class buffer_use {
 // batch before it. Returns how many requests it covers.
 std::size_t world_engine::plan_offer(std::uint8_t* cuts) const {
   const std::size_t most = k_plan_most;
-  buffer_use use(std::min(queue_.size(), most));
+  buffer_use use(std::min(queue_.size(), most) * members_.size());
   detail::member_waits waits;
   const coll_request* first = nullptr;
   std::size_t bytes = 0;
@@ -362,11 +357,11 @@ std::size_t world_engine::plan_offer(std::uint8_t* cuts) const {
 // The sends and receives at the head of the queue that can go in one group. Grouping is local:
 // NCCL matches each peer's point-to-point calls in order, however the ranks group them.
 std::size_t world_engine::p2p_prefix() const {
-  buffer_use use(queue_.size());
-  std::size_t n = 0;
-  detail::member_waits waits;
   // NCCL takes at most 2048 calls in one group; each request is one call per local member.
   const std::size_t most = std::max<std::size_t>(1, 1024 / backend_->members());
+  buffer_use use(std::min(queue_.size(), most) * members_.size());
+  std::size_t n = 0;
+  detail::member_waits waits;
   for (const auto& r : queue_) {
     if (n == most || !is_p2p(*r) || !ready(*r, waits) || !use.try_add(*r)) break;
     ++n;

@@ -51,6 +51,8 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
     std::lock_guard lock(mutex_);
     return value_.has_value();
   }
+  // The same without the lock (a fulfilled state stays fulfilled).
+  bool fulfilled() const noexcept { return has_value_.load(std::memory_order_acquire); }
 
   const result<T>& wait() {
     // Replies often come within microseconds: look for a while before sleeping, which saves the
@@ -143,13 +145,15 @@ class promise {
   promise() : state_(std::make_shared<detail::shared_state<T>>()) {}
   // A promise over an existing state (the ask machinery keeps the state to fail it on timeout).
   explicit promise(std::shared_ptr<detail::shared_state<T>> state) : state_(std::move(state)) {}
+  // An unfulfilled promise fails its future. (The check comes first: building the error costs
+  // an allocation, and almost every promise is fulfilled by then.)
   ~promise() {
-    if (state_) state_->fulfil(detail::dropped_error());
+    if (state_ && !state_->fulfilled()) state_->fulfil(detail::dropped_error());
   }
   promise(promise&&) noexcept = default;
   promise& operator=(promise&& other) noexcept {
     if (this != &other) {
-      if (state_) state_->fulfil(detail::dropped_error());
+      if (state_ && !state_->fulfilled()) state_->fulfil(detail::dropped_error());
       state_ = std::move(other.state_);
     }
     return *this;

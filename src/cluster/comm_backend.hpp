@@ -27,6 +27,10 @@ struct coll_request {
   promise<void> done;
   std::shared_ptr<void> state;  // the backend's, while in flight
   bool writes_published = false;
+  // The submit_all call this came with (0: submitted alone). Its collectives that neither pack nor
+  // touch each other's buffers go in one NCCL group: every rank makes the same calls, so the
+  // groups are the same everywhere without asking the other ranks.
+  std::uint64_t together = 0;
 
   // "all_reduce #17 (4096 x f32, sum)"
   std::string describe() const;
@@ -51,8 +55,9 @@ class comm_backend {
   virtual result<void> issue(coll_request& r, const member_waits& waits) = 0;
   // Enqueues all_reduces of one type and reduction as one packed reduction.
   virtual result<void> issue_packed(std::span<coll_request* const> batch, const member_waits& waits) = 0;
-  // Enqueues send/recv requests together (one NCCL group), so that a rank's sends and receives,
-  // to itself too, never wait on each other.
+  // Enqueues requests together (one NCCL group): sends and receives, so that a rank's sends and
+  // receives, to itself too, never wait on each other; or collectives submitted together, as one
+  // aggregated launch.
   virtual result<void> issue_group(std::span<coll_request* const> batch, const member_waits& waits) = 0;
   // (A reference into the request's state: valid while the request holds it.)
   virtual const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const = 0;

@@ -201,7 +201,7 @@ class mpi_backend final : public comm_backend {
     return ok();
   }
 
-  // MPI's sends and receives are nonblocking already: each request on its own.
+  // MPI's operations are nonblocking already: a group's requests are issued each on its own.
   result<void> issue_group(std::span<coll_request* const> batch, const member_waits& waits) override {
     for (auto* r : batch) ATOMR_TRY(issue(*r, waits));
     return ok();

@@ -90,6 +90,7 @@ std::string detail::coll_request::describe() const {
 struct world_engine::exchange {
   offer mine;
   std::vector<offer> all;
+  std::size_t batch = 1;  // check mode, a head that does not pack: the batch it heads
   MPI_Request request = MPI_REQUEST_NULL;
 };
 
@@ -162,7 +163,9 @@ std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<c
   {
     std::lock_guard lock(mutex_);
     const auto deadline = clock::now() + options_.op_timeout;
+    const std::uint64_t together = rs.size() > 1 ? next_together_++ : 0;
     for (auto& r : rs) {
+      r->together = together;
       out.push_back(r->done.get_future());
       if (failure_) {
         r->done.set_error(error(errc::aborted, "the world failed earlier: " + failure_->message()));
@@ -183,6 +186,7 @@ world::stats_snapshot world_engine::stats() const {
   s.requests = stats_.requests.load(std::memory_order_acquire);
   s.issues = stats_.issues.load(std::memory_order_acquire);
   s.packed = stats_.packed.load(std::memory_order_acquire);
+  s.grouped = stats_.grouped.load(std::memory_order_acquire);
   s.agreements = stats_.agreements.load(std::memory_order_acquire);
   return s;
 }
@@ -297,6 +301,13 @@ bool world_engine::packable(const coll_request& r) const {
 namespace {
 bool is_p2p(const detail::coll_request& r) { return r.spec.kind == coll_kind::send || r.spec.kind == coll_kind::recv; }
 
+// Collectives NCCL can aggregate in one group launch. (all_to_all is itself a group of sends and
+// receives; a barrier reduces one shared scratch int.)
+bool groupable_kind(coll_kind k) {
+  return k == coll_kind::all_reduce || k == coll_kind::broadcast || k == coll_kind::reduce ||
+         k == coll_kind::all_gather || k == coll_kind::reduce_scatter;
+}
+
 // Requests issued together must not touch each other's buffers: those must run one after the other.
 class buffer_use {
  public:
@@ -354,6 +365,23 @@ std::size_t world_engine::plan_offer(std::uint8_t* cuts) const {
   return n;
 }
 
+bool world_engine::groupable(const coll_request& r) const { return groupable_kind(r.spec.kind) && !packable(r); }
+
+std::optional<std::size_t> world_engine::group_prefix() const {
+  const auto& head = *queue_.front();
+  // NCCL takes at most 2048 calls in one group; each request is one call per local member.
+  const std::size_t most = std::max<std::size_t>(1, 1024 / backend_->members());
+  buffer_use use(std::min(queue_.size(), most) * members_.size());
+  detail::member_waits waits;
+  std::size_t n = 0;
+  for (const auto& r : queue_) {
+    if (n == most || r->together != head.together || !groupable(*r) || !use.try_add(*r)) break;
+    if (!ready(*r, waits)) return std::nullopt;
+    ++n;
+  }
+  return std::max<std::size_t>(n, 1);
+}
+
 // The sends and receives at the head of the queue that can go in one group. Grouping is local:
 // NCCL matches each peer's point-to-point calls in order, however the ranks group them.
 std::size_t world_engine::p2p_prefix() const {
@@ -392,12 +420,24 @@ bool world_engine::start_issue() {
     issue_planned();
     return true;
   }
-  if (!options_.check && !packable(head)) {
-    issue_batch(is_p2p(head) ? p2p_prefix() : 1);
-    return true;
+  // A request that does not pack is issued with those that go in one group with it.
+  std::size_t batch = 1;
+  if (!packable(head)) {
+    if (is_p2p(head)) {
+      batch = p2p_prefix();
+    } else if (head.together != 0 && groupable(head)) {
+      const auto n = group_prefix();
+      if (!n) return false;
+      batch = *n;
+    }
+    if (!options_.check) {
+      issue_batch(batch);
+      return true;
+    }
   }
   stats_.agreements.fetch_add(1, std::memory_order_release);
   exchange_ = std::make_unique<exchange>();
+  exchange_->batch = batch;
   auto& s = exchange_->mine.head;
   s.seq = head.seq;
   s.count = head.count;
@@ -445,7 +485,7 @@ void world_engine::finish_exchange() {
           &head);
     }
   }
-  if (!packable(head)) return issue_batch(is_p2p(head) ? p2p_prefix() : 1);
+  if (!packable(head)) return issue_batch(ex->batch);
   std::int32_t agreed = mine.offered;
   for (const auto& o : ex->all) agreed = std::min(agreed, o.head.offered);
   const auto n = static_cast<std::size_t>(std::clamp<std::int32_t>(agreed, 1, static_cast<std::int32_t>(k_plan_most)));
@@ -474,7 +514,7 @@ void world_engine::issue_batch(std::size_t n) {
   } else {
     std::vector<coll_request*> raw;
     for (auto& r : batch) raw.push_back(r.get());
-    issued = is_p2p(*batch.front()) ? backend_->issue_group(raw, waits) : backend_->issue_packed(raw, waits);
+    issued = packable(*batch.front()) ? backend_->issue_packed(raw, waits) : backend_->issue_group(raw, waits);
   }
   if (!issued) {
     // The communicator may be half-way through a call: the world cannot go on safely.
@@ -483,7 +523,8 @@ void world_engine::issue_batch(std::size_t n) {
                       in_flight_.back().get());
   }
   stats_.issues.fetch_add(1, std::memory_order_release);
-  if (batch.size() > 1 && !is_p2p(*batch.front())) stats_.packed.fetch_add(batch.size(), std::memory_order_release);
+  if (batch.size() > 1 && packable(*batch.front())) stats_.packed.fetch_add(batch.size(), std::memory_order_release);
+  if (batch.size() > 1 && groupable(*batch.front())) stats_.grouped.fetch_add(batch.size(), std::memory_order_release);
   for (auto& r : batch) {
     const auto& events = backend_->events(*r);
     if (!events.empty()) publish_writes(*r, events);

@@ -58,7 +58,11 @@ class world_engine {
   void poll_notices();
   bool ready(const detail::coll_request& r, detail::member_waits& waits) const;
   std::size_t p2p_prefix() const;
+  // How many requests from the head go in one group (see coll_request::together); nullopt while
+  // one of them waits for an earlier write, so that every rank groups the same requests.
+  std::optional<std::size_t> group_prefix() const;
   bool packable(const detail::coll_request& r) const;
+  bool groupable(const detail::coll_request& r) const;
   void publish_writes(detail::coll_request& r, const std::vector<std::shared_ptr<void>>& events);
   std::size_t member_of(const std::shared_ptr<local::buffer_block>& b) const;
 
@@ -75,10 +79,11 @@ class world_engine {
   std::optional<error> failure_;
   std::optional<error> outside_failure_;
   std::uint64_t next_seq_ = 1;
+  std::uint64_t next_together_ = 1;
   const std::uint64_t id_;
   // Counted with atomics: callers and the progress thread never wait on each other for them.
   struct counters {
-    std::atomic<std::uint64_t> requests{0}, issues{0}, packed{0}, agreements{0};
+    std::atomic<std::uint64_t> requests{0}, issues{0}, packed{0}, grouped{0}, agreements{0};
   } stats_;
   // Set (under mutex_) while inbox_ holds requests: the busy progress thread looks here instead
   // of taking the lock the callers submit under.

@@ -274,7 +274,44 @@ TEST_F(Collectives, ARunOfRequestsThatCannotPackNeedsOneAgreementPer512) {
   EXPECT_EQ(s.agreements, 2u);  // 512, then 88
 }
 
-TEST_F(Collectives, PackingOffIssuesEachRequest) {
+TEST_F(Collectives, CollectivesSubmittedTogetherGoInOneGroup) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  const auto n = static_cast<std::size_t>(size_);
+  constexpr std::size_t k = 4;
+  // Three all_gathers and a broadcast on distinct buffers form one group; a fifth all_gather
+  // reads what the first writes, so it starts a second group after it.
+  std::vector<local::gpu_ref<std::int32_t>> sends, recvs;
+  std::vector<cluster::coll_spec> specs;
+  for (int i = 0; i < 3; ++i) {
+    sends.push_back(buffer(std::vector<std::int32_t>(k, rank_ * 10 + i)));
+    recvs.push_back(buffer(std::vector<std::int32_t>(k * n, -1)));
+    specs.push_back({coll_kind::all_gather, local::dtype::i32, {}, {sends.back().block()}, {recvs.back().block()}});
+  }
+  auto bcast = buffer(std::vector<std::int32_t>(8, rank_ + 100));
+  specs.push_back({coll_kind::broadcast, local::dtype::i32, {reduce_op::sum, 0, 0}, {bcast.block()}, {bcast.block()}});
+  auto again = buffer(std::vector<std::int32_t>(k * n * n, -1));
+  specs.push_back({coll_kind::all_gather, local::dtype::i32, {}, {recvs[0].block()}, {again.block()}});
+  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+
+  for (std::size_t i = 0; i < 3; ++i) {
+    std::vector<std::int32_t> expected;
+    for (int r = 0; r < size_; ++r) expected.insert(expected.end(), k, r * 10 + static_cast<int>(i));
+    EXPECT_EQ(read(recvs[i]), expected) << "all_gather " << i;
+  }
+  EXPECT_EQ(read(bcast), std::vector<std::int32_t>(8, 100));
+  std::vector<std::int32_t> twice;
+  const auto first = read(recvs[0]);
+  for (int r = 0; r < size_; ++r) twice.insert(twice.end(), first.begin(), first.end());
+  EXPECT_EQ(read(again), twice);
+  const auto s = w->stats();
+  EXPECT_EQ(s.requests, 5u);
+  EXPECT_EQ(s.grouped, 4u);
+  EXPECT_EQ(s.issues, 2u);
+  EXPECT_EQ(s.agreements, 0u);  // groups follow the program, not the queue: nothing to agree on
+}
+
+TEST_F(Collectives, WithPackingOffRequestsSubmittedTogetherAreGroupedInstead) {
   cluster::world_options o;
   o.pack_limit = 0;
   auto w = make_world(o);
@@ -287,7 +324,8 @@ TEST_F(Collectives, PackingOffIssuesEachRequest) {
   }
   for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
   EXPECT_EQ(w->stats().packed, 0u);
-  EXPECT_EQ(w->stats().issues, 10u);
+  EXPECT_EQ(w->stats().grouped, 10u);
+  EXPECT_EQ(w->stats().issues, 1u);
   EXPECT_EQ(read(bufs[3]), std::vector<std::int32_t>(4, 3 * size_));
 }
 

@@ -17,7 +17,9 @@
 // buffers) that are pending together are packed into one buffer, reduced once and unpacked. The
 // ranks agree on a plan for up to 512 queued all_reduces with one small MPI exchange, so the
 // packing never differs between ranks; requests that cannot be packed (larger ones, other kinds)
-// need no exchange.
+// need no exchange. Grouping: the other collectives of one submit_all call (all_reduce, broadcast,
+// reduce, all_gather, reduce_scatter; not touching each other's buffers) go in one NCCL group,
+// one aggregated launch; every rank makes the same call, so no exchange is needed for that.
 //
 // Watchdog: every request has a deadline. When one passes, or NCCL reports an asynchronous error,
 // the communicator is aborted and every pending request fails with an error naming the
@@ -164,13 +166,15 @@ class world {
   // The type-erased entry every call above goes through.
   future<void> submit(coll_spec spec) const;
   // Submits several requests at once, in order: the progress thread sees them together, so
-  // small all_reduces among them are packed (when the other ranks also have them pending).
+  // small all_reduces among them are packed (when the other ranks also have them pending) and the
+  // other collectives among them go in one NCCL group. Every rank must make the same call.
   std::vector<future<void>> submit_all(std::vector<coll_spec> specs) const;
 
   struct stats_snapshot {
     std::uint64_t requests = 0;  // requests completed
     std::uint64_t issues = 0;    // backend calls made for them (a packed group counts once)
     std::uint64_t packed = 0;    // requests that went in a packed group
+    std::uint64_t grouped = 0;   // collectives issued in one NCCL group with others (submit_all)
     // Plans the ranks agreed on with an exchange (packing, and every batch in check mode): one
     // covers up to 512 queued requests.
     std::uint64_t agreements = 0;

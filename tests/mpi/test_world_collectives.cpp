@@ -274,6 +274,38 @@ TEST_F(Collectives, ARunOfRequestsThatCannotPackNeedsOneAgreementPer512) {
   EXPECT_EQ(s.agreements, 2u);  // 512, then 88
 }
 
+TEST_F(Collectives, RanksThatQueueDifferentlyStillAgreeOnThePacking) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  // Even ranks submit one request at a time, odd ranks all at once: their queues (and so their
+  // offers) differ, the plans must not. Every 7th buffer is reduced a second time right after
+  // its first reduction, which must cut the batch between the two.
+  constexpr int k = 200;
+  std::vector<local::gpu_ref<float>> bufs;
+  std::vector<cluster::coll_spec> specs;
+  for (int i = 0; i < k; ++i) {
+    bufs.push_back(buffer(std::vector<float>(256, static_cast<float>(rank_ + i))));
+    const auto b = bufs.back().block();
+    specs.push_back({coll_kind::all_reduce, local::dtype::f32, {}, {b}, {b}});
+    if (i % 7 == 6) specs.push_back({coll_kind::all_reduce, local::dtype::f32, {}, {b}, {b}});
+  }
+  const auto total = specs.size();
+  std::vector<cluster::future<void>> done;
+  if (rank_ % 2 == 0) {
+    for (auto& spec : specs) done.push_back(w->submit(std::move(spec)));
+  } else {
+    done = w->submit_all(std::move(specs));
+  }
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  const float ranks_sum = static_cast<float>(size_ * (size_ - 1) / 2);
+  for (int i = 0; i < k; ++i) {
+    const float once = ranks_sum + static_cast<float>(size_ * i);
+    const float expected = i % 7 == 6 ? once * static_cast<float>(size_) : once;
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(256, expected)) << "buffer " << i;
+  }
+  EXPECT_EQ(w->stats().requests, static_cast<std::uint64_t>(total));
+}
+
 TEST_F(Collectives, CollectivesSubmittedTogetherGoInOneGroup) {
   auto w = make_world();
   ASSERT_TRUE(w);

@@ -53,7 +53,8 @@ struct world_options {
   std::chrono::milliseconds init_timeout{60'000};  // ATOMR_COLL_INIT_TIMEOUT_MS
   std::chrono::milliseconds op_timeout{120'000};   // ATOMR_COLL_TIMEOUT_MS: per request
   // Exchange each request's signature (op, type, count, root) across ranks before issuing it, and
-  // fail with the first mismatch by rank instead of hanging. ATOMR_COLL_CHECK=1.
+  // fail with the first mismatch by rank instead of hanging (a packed or grouped batch is
+  // compared by its first request). ATOMR_COLL_CHECK=1.
   bool check = false;
   // All_reduces of at most this many bytes may be packed together; 0 turns packing off.
   std::size_t pack_limit = 64 * 1024;    // ATOMR_COLL_PACK_BYTES
@@ -172,7 +173,7 @@ class world {
 
   struct stats_snapshot {
     std::uint64_t requests = 0;  // requests completed
-    std::uint64_t issues = 0;    // backend calls made for them (a packed group counts once)
+    std::uint64_t issues = 0;    // backend calls made for them (a packed or grouped batch counts once)
     std::uint64_t packed = 0;    // requests that went in a packed group
     std::uint64_t grouped = 0;   // collectives issued in one NCCL group with others (submit_all)
     // Plans the ranks agreed on with an exchange (packing, and every batch in check mode): one

@@ -47,6 +47,22 @@ std::vector<T> inputs(reduce_op op, int r, std::size_t n) {
 
 class Collectives : public testing::world_fixture {
  protected:
+  // `k` buffers of `n` floats, buffer i holding rank + i: sums of them stay exact.
+  std::vector<local::gpu_ref<float>> counting_buffers(int k, std::size_t n) {
+    std::vector<local::gpu_ref<float>> bufs;
+    for (int i = 0; i < k; ++i) bufs.push_back(buffer(std::vector<float>(n, static_cast<float>(rank_ + i))));
+    return bufs;
+  }
+  static cluster::coll_spec sum_in_place(const local::gpu_ref<float>& b) {
+    return {coll_kind::all_reduce, local::dtype::f32, {}, {b.block()}, {b.block()}};
+  }
+  // Counting buffer i after `times` in-place sums over the world.
+  float summed(int i, int times) const {
+    float v = static_cast<float>(size_ * (size_ - 1) / 2 + size_ * i);
+    for (int t = 1; t < times; ++t) v *= static_cast<float>(size_);
+    return v;
+  }
+
   template <typename T>
   void all_reduce_every_op() {
     auto w = make_world();
@@ -232,21 +248,16 @@ TEST_F(Collectives, SmallAllReducesSubmittedTogetherArePacked) {
   auto w = make_world();
   ASSERT_TRUE(w);
   constexpr int k = 200;
-  std::vector<local::gpu_ref<float>> bufs;
+  const auto bufs = counting_buffers(k, 512);
   std::vector<cluster::coll_spec> specs;
-  for (int i = 0; i < k; ++i) {
-    bufs.push_back(buffer(std::vector<float>(512, static_cast<float>(rank_ + i))));
-    specs.push_back({coll_kind::all_reduce, local::dtype::f32, {}, {bufs.back().block()}, {bufs.back().block()}});
-  }
+  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
   // A second reduction of buffer 0 depends on the first: it must not be packed with it.
-  specs.push_back({coll_kind::all_reduce, local::dtype::f32, {}, {bufs[0].block()}, {bufs[0].block()}});
+  specs.push_back(sum_in_place(bufs[0]));
   auto done = w->submit_all(std::move(specs));
   for (auto& f : done) ASSERT_TRUE(f.get());
-  const float ranks_sum = static_cast<float>(size_ * (size_ - 1) / 2);
   for (int i = 0; i < k; ++i) {
-    const float once = ranks_sum + static_cast<float>(size_ * i);
-    const float expected = i == 0 ? once * static_cast<float>(size_) : once;
-    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(512, expected)) << "buffer " << i;
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(512, summed(i, i == 0 ? 2 : 1)))
+        << "buffer " << i;
   }
   const auto s = w->stats();
   EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k + 1));
@@ -281,13 +292,11 @@ TEST_F(Collectives, RanksThatQueueDifferentlyStillAgreeOnThePacking) {
   // offers) differ, the plans must not. Every 7th buffer is reduced a second time right after
   // its first reduction, which must cut the batch between the two.
   constexpr int k = 200;
-  std::vector<local::gpu_ref<float>> bufs;
+  const auto bufs = counting_buffers(k, 256);
   std::vector<cluster::coll_spec> specs;
   for (int i = 0; i < k; ++i) {
-    bufs.push_back(buffer(std::vector<float>(256, static_cast<float>(rank_ + i))));
-    const auto b = bufs.back().block();
-    specs.push_back({coll_kind::all_reduce, local::dtype::f32, {}, {b}, {b}});
-    if (i % 7 == 6) specs.push_back({coll_kind::all_reduce, local::dtype::f32, {}, {b}, {b}});
+    specs.push_back(sum_in_place(bufs[static_cast<std::size_t>(i)]));
+    if (i % 7 == 6) specs.push_back(sum_in_place(bufs[static_cast<std::size_t>(i)]));
   }
   const auto total = specs.size();
   std::vector<cluster::future<void>> done;
@@ -297,11 +306,9 @@ TEST_F(Collectives, RanksThatQueueDifferentlyStillAgreeOnThePacking) {
     done = w->submit_all(std::move(specs));
   }
   for (auto& f : done) ASSERT_TRUE(f.get());
-  const float ranks_sum = static_cast<float>(size_ * (size_ - 1) / 2);
   for (int i = 0; i < k; ++i) {
-    const float once = ranks_sum + static_cast<float>(size_ * i);
-    const float expected = i % 7 == 6 ? once * static_cast<float>(size_) : once;
-    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(256, expected)) << "buffer " << i;
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(256, summed(i, i % 7 == 6 ? 2 : 1)))
+        << "buffer " << i;
   }
   EXPECT_EQ(w->stats().requests, static_cast<std::uint64_t>(total));
 }

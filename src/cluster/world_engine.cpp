@@ -140,18 +140,24 @@ std::optional<error> world_engine::failure() const {
   return failure_;
 }
 
+// Under mutex_: numbers the request and hands it to the progress thread (or fails it at once).
+void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point deadline, std::uint64_t together) {
+  if (failure_) {
+    r->done.set_error(error(errc::aborted, "the world failed earlier: " + failure_->message()));
+    return;
+  }
+  r->seq = next_seq_++;
+  r->deadline = deadline;
+  r->together = together;
+  inbox_.push_back(std::move(r));
+  inbox_flag_.store(true, std::memory_order_release);
+}
+
 future<void> world_engine::submit(std::unique_ptr<coll_request> r) {
   auto out = r->done.get_future();
   {
     std::lock_guard lock(mutex_);
-    if (failure_) {
-      r->done.set_error(error(errc::aborted, "the world failed earlier: " + failure_->message()));
-      return out;
-    }
-    r->seq = next_seq_++;
-    r->deadline = clock::now() + options_.op_timeout;
-    inbox_.push_back(std::move(r));
-    inbox_flag_.store(true, std::memory_order_release);
+    accept(std::move(r), clock::now() + options_.op_timeout, 0);
   }
   wake_.notify_one();
   return out;
@@ -165,17 +171,9 @@ std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<c
     const auto deadline = clock::now() + options_.op_timeout;
     const std::uint64_t together = rs.size() > 1 ? next_together_++ : 0;
     for (auto& r : rs) {
-      r->together = together;
       out.push_back(r->done.get_future());
-      if (failure_) {
-        r->done.set_error(error(errc::aborted, "the world failed earlier: " + failure_->message()));
-        continue;
-      }
-      r->seq = next_seq_++;
-      r->deadline = deadline;
-      inbox_.push_back(std::move(r));
+      accept(std::move(r), deadline, together);
     }
-    if (!inbox_.empty()) inbox_flag_.store(true, std::memory_order_release);
   }
   wake_.notify_one();
   return out;

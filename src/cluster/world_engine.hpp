@@ -40,6 +40,8 @@ class world_engine {
   void fail_from_outside(error e);
 
  private:
+  void accept(std::unique_ptr<detail::coll_request> r, std::chrono::steady_clock::time_point deadline,
+              std::uint64_t together);
   void run();
   void take_inbox();
   void issue_ready();

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "atomr/cluster/request_trace.hpp"
 #include "atomr/cluster/world.hpp"
 
 namespace atomr::cluster::detail {
@@ -31,6 +32,14 @@ struct coll_request {
   // touch each other's buffers go in one NCCL group: every rank makes the same calls, so the
   // groups are the same everywhere without asking the other ranks.
   std::uint64_t together = 0;
+  // The request timeline (request_trace), when tracing was on at submission.
+  bool traced = false;
+  traced_request trace{};
+  // Marks the first time the request passes `s`.
+  void stamp(trace_stage s) {
+    auto& at = trace.at_ns[static_cast<std::size_t>(s)];
+    if (traced && at == 0) at = clock::now().time_since_epoch().count();
+  }
 
   // "all_reduce #17 (4096 x f32, sum)"
   std::string describe() const;

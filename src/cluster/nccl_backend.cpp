@@ -1,21 +1,29 @@
-// The NCCL backend: one communicator per local member (nonblocking, so the watchdog can abort
-// it), each with its own non-blocking stream. Requests wait on their buffers' last writes with
-// cudaStreamWaitEvent, run as NCCL calls (in one group when several calls make one request), and
-// record an event after themselves: that event is both their completion (polled by the
-// progress thread) and the "last write" later readers of their recv buffers wait on.
+// The NCCL backend: one communicator per local member, each with its own non-blocking stream.
+// Communicators are blocking by default (ATOMR_NCCL_BLOCKING): a nonblocking one hands every
+// group launch to a thread of NCCL's and costs tens of microseconds per call (docs/benchmarks.md).
+// A blocking call only blocks while a peer has not connected (first use, split, init, finalize);
+// the stall watch bounds those by their deadline and aborts the communicator. Work stuck on the
+// device is the watchdog's, as before: it aborts the communicator from the progress thread. Requests wait on their
+// buffers' last writes with cudaStreamWaitEvent, run as NCCL calls (in one group when several calls make one request),
+// and record an event after themselves: that event is both their completion (polled by the progress thread) and the
+// "last write" later readers of their recv buffers wait on.
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/nccl_check.hpp"
 #include "atomr/common/context.hpp"
+#include "atomr/common/log.hpp"
+#include "atomr/common/tunables.hpp"
 #include "atomr/local/cuda_check.hpp"
 #include "atomr/local/device/cuda_events.hpp"
 #include "atomr/local/device/wait_memo.hpp"
 #include "batched_copy.hpp"
 #include "comm_backend.hpp"
+#include "stall_watch.hpp"
 
 namespace atomr::cluster::detail {
 namespace {
@@ -78,6 +86,16 @@ result<void> settle(const std::vector<member>& ms, clock::time_point deadline, c
   return ok();
 }
 
+// How long a blocked call may stay blocked after its communicator was aborted before the job is
+// ended (see stall_watch).
+constexpr std::chrono::milliseconds k_stall_grace{10'000};
+
+result<int> blocking_from_environment() {
+  ATOMR_ASSIGN_OR_RETURN(const auto v, tunable_int(tunables::nccl_blocking));
+  if (v != 0 && v != 1) return error(errc::invalid_argument, "ATOMR_NCCL_BLOCKING must be 0 or 1");
+  return static_cast<int>(v);
+}
+
 struct nccl_state {
   std::vector<std::shared_ptr<void>> events;  // per member
   std::vector<copy_desc> descs;               // packed: kept until done
@@ -86,8 +104,12 @@ struct nccl_state {
 
 class nccl_backend final : public comm_backend {
  public:
-  nccl_backend(MPI_Comm control, std::vector<member> ms, int size)
-      : control_(control), members_(std::move(ms)), size_(size) {
+  nccl_backend(MPI_Comm control, std::vector<member> ms, int size, int blocking)
+      : control_(control),
+        members_(std::move(ms)),
+        size_(size),
+        blocking_(blocking),
+        watch_([this] { abort(); }, k_stall_grace) {
     for (auto& m : members_) {
       int r = 0;
       ncclCommUserRank(m.comm, &r);
@@ -95,14 +117,19 @@ class nccl_backend final : public comm_backend {
     }
   }
   ~nccl_backend() override {
-    for (auto& m : members_) {
-      cudaSetDevice(m.device);
-      if (!aborted_) {
-        cudaStreamSynchronize(m.stream);
-        ncclCommFinalize(m.comm);
+    {
+      // Finalizing waits for the peers (a blocking communicator, in the call).
+      const auto deadline = clock::now() + std::chrono::seconds(10);
+      stall_watch::scope guard(watch_, deadline, "ncclCommFinalize");
+      for (auto& m : members_) {
+        cudaSetDevice(m.device);
+        if (!aborted_) {
+          cudaStreamSynchronize(m.stream);
+          ncclCommFinalize(m.comm);
+        }
       }
+      if (!aborted_) (void)settle(members_, deadline, "ncclCommFinalize");
     }
-    if (!aborted_) (void)settle(members_, clock::now() + std::chrono::seconds(10), "ncclCommFinalize");
     for (auto& m : members_) {
       cudaSetDevice(m.device);
       if (aborted_) {
@@ -134,6 +161,7 @@ class nccl_backend final : public comm_backend {
   // events recorded after them.
   result<void> issue_together(std::span<coll_request* const> batch, const member_waits& waits, bool grouped) {
     ATOMR_TRY(wait_for(waits));
+    stall_watch::scope guard(watch_, batch.front()->deadline, "an NCCL call (waiting for a peer to connect)");
     if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupStart()));
     result<void> enqueued = ok();
     for (auto* r : batch) {
@@ -142,6 +170,7 @@ class nccl_backend final : public comm_backend {
     }
     if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupEnd()));
     ATOMR_TRY(enqueued);
+    for (auto* r : batch) r->stamp(trace_stage::called);
     auto st = std::make_shared<nccl_state>();
     ATOMR_TRY(finish_issue(batch.front()->deadline, *st));
     for (auto* r : batch) r->state = st;
@@ -229,11 +258,13 @@ class nccl_backend final : public comm_backend {
     const auto* d = static_cast<const copy_desc*>(descs);
     const int k = static_cast<int>(batch.size());
     ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d, k, m.stream)));
+    stall_watch::scope guard(watch_, batch.front()->deadline, "a packed NCCL all_reduce (waiting for a peer)");
     // The slots' padding is reduced too (garbage in, garbage out, never copied back).
     const std::size_t elems = total / local::size_of(type);
     ATOMR_TRY(ATOMR_NCCL_ISSUE(
         ncclAllReduce(pack, pack, elems, nccl_type(type), nccl_op(batch.front()->spec.params.op), m.comm, m.stream)));
     ATOMR_TRY(finish_nccl(batch.front()->deadline));
+    for (auto* r : batch) r->stamp(trace_stage::called);
     ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d + k, k, m.stream)));
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(pack, m.stream)));
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(descs, m.stream)));
@@ -275,21 +306,22 @@ class nccl_backend final : public comm_backend {
     return std::nullopt;
   }
 
+  // From the progress thread (the watchdog) or the stall watch's thread, whichever comes first.
   void abort() override {
-    if (aborted_) return;
-    aborted_ = true;
+    if (aborted_.exchange(true)) return;
     for (auto& m : members_) {
       cudaSetDevice(m.device);
       ncclCommAbort(m.comm);
-      m.comm = nullptr;
     }
   }
 
   result<std::unique_ptr<comm_backend>> split(int color, int key, clock::time_point deadline) override {
     ATOMR_TRY(agree(control_, ok(), deadline, "splitting the world"));
+    log::get("cluster")->debug("splitting the NCCL communicators: color {}, key {}", color, key);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;
+    config.blocking = blocking_;
     std::vector<member> subs(members_.size());
+    stall_watch::scope guard(watch_, deadline, "ncclCommSplit");
     ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
     for (std::size_t i = 0; i < members_.size(); ++i) {
       subs[i].device = members_[i].device;
@@ -302,13 +334,15 @@ class nccl_backend final : public comm_backend {
     // Nonblocking: the group finishes in the background and only then are the new handles
     // written, so wait on the parents before touching them.
     auto settled = settle(members_, deadline, "ncclCommSplit");
-    if (settled && color < 0) return std::unique_ptr<comm_backend>();
-    if (settled) settled = settle(subs, deadline, "ncclCommSplit");
+    if (settled && color >= 0) settled = settle(subs, deadline, "ncclCommSplit");
+    log::get("cluster")->debug("ncclCommSplit returned: {}", settled ? "ok" : settled.error_value().describe());
+    // Every rank agrees, those left out too, so that one rank's failure fails the split everywhere.
     ATOMR_TRY(agree(control_, settled, deadline, "splitting the NCCL communicators"));
+    if (color < 0) return std::unique_ptr<comm_backend>();
     ATOMR_TRY(prepare(subs));
     int count = 0;
     ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommCount(subs[0].comm, &count)));
-    return std::unique_ptr<comm_backend>(new nccl_backend(control_, std::move(subs), count));
+    return std::unique_ptr<comm_backend>(new nccl_backend(control_, std::move(subs), count, blocking_));
   }
 
   // Streams, event pools and barrier scratch for communicators just made.
@@ -372,8 +406,10 @@ class nccl_backend final : public comm_backend {
   std::vector<member> members_;
   std::vector<int> ranks_;
   int size_;
-  bool aborted_ = false;
+  int blocking_;
+  std::atomic<bool> aborted_{false};
   bool in_progress_ = false;  // an enqueuing call answered ncclInProgress since the last settle
+  stall_watch watch_;         // last: its thread stops before the members it aborts go
 };
 
 }  // namespace
@@ -406,19 +442,44 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
     ATOMR_TRY(wait_mpi(q, deadline, "broadcasting the NCCL unique id"));
   }
 
+  ATOMR_ASSIGN_OR_RETURN(const int blocking, blocking_from_environment());
   std::vector<member> ms(devices.size());
   auto init = [&]() -> result<void> {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;  // so that a late rank is a timeout and the watchdog can abort
-    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
-    for (std::size_t i = 0; i < devices.size(); ++i) {
-      ms[i].device = devices[i];
-      context::scoped_device scope(devices[i]);
-      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(devices[i])));
-      ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommInitRankConfig(&ms[i].comm, total, id, first + static_cast<int>(i), &config)));
+    config.blocking = blocking;
+    // A blocking init returns only when every rank has joined; the handles are NCCL's until
+    // then, so a stall past the deadline ends the job (after the grace) instead of hanging it.
+    // NCCL writes each handle before the blocking group returns (the probe in
+    // tests/gpu/probes saw it), and aborting it makes the blocked init return an error.
+    stall_watch init_watch(
+        [&ms] {
+          for (auto& m : ms) {
+            if (ncclComm_t c = std::atomic_ref<ncclComm_t>(m.comm).load(); c != nullptr) ncclCommAbort(c);
+          }
+        },
+        k_stall_grace);
+    auto run = [&]() -> result<void> {
+      stall_watch::scope guard(init_watch, deadline, "ncclCommInitRankConfig");
+      ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupStart()));
+      for (std::size_t i = 0; i < devices.size(); ++i) {
+        ms[i].device = devices[i];
+        context::scoped_device scope(devices[i]);
+        ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(devices[i])));
+        ATOMR_TRY(
+            ATOMR_NCCL_CHECK(ncclCommInitRankConfig(&ms[i].comm, total, id, first + static_cast<int>(i), &config)));
+      }
+      ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
+      return settle(ms, deadline, "ncclCommInitRankConfig");
+    };
+    auto done = run();
+    if (init_watch.fired()) {
+      // The watch aborted the communicators: they are gone.
+      for (auto& m : ms) m.comm = nullptr;
+      return error(errc::timeout,
+                   "ncclCommInitRankConfig did not finish within the init deadline (a rank did not "
+                   "join); the communicators were aborted");
     }
-    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
-    return settle(ms, deadline, "ncclCommInitRankConfig");
+    return done;
   };
   auto initialized = init();
   if (!initialized) {
@@ -429,7 +490,7 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
   }
   ATOMR_TRY(agree(control, initialized, deadline, "initializing NCCL"));
   ATOMR_TRY(nccl_backend::prepare(ms));
-  return std::unique_ptr<comm_backend>(new nccl_backend(control, std::move(ms), total));
+  return std::unique_ptr<comm_backend>(new nccl_backend(control, std::move(ms), total, blocking));
 }
 
 }  // namespace atomr::cluster::detail

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "atomr/cluster/mpi_check.hpp"
+#include "atomr/cluster/request_trace.hpp"
 #include "atomr/common/context.hpp"
 #include "atomr/common/log.hpp"
 #include "atomr/common/tunables.hpp"
@@ -88,6 +89,8 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
 #endif
     return backend;
   };
+  // ATOMR_TRACE turns the request timeline on with the first world.
+  if (auto traced = request_trace::enable_from_environment(); !traced) return traced.error_value();
   const auto checked = local_check();
   MPI_Comm control = MPI_COMM_NULL;
   {

@@ -6,6 +6,7 @@
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/log.hpp"
 #include "atomr/common/pointer_set.hpp"
+#include "atomr/common/spin.hpp"
 
 namespace atomr::cluster {
 namespace {
@@ -34,6 +35,14 @@ static_assert(sizeof(signature) == 32);
 // of requests that cannot pack (one buffer used again and again) costs one exchange per queue,
 // not one per request.
 constexpr std::size_t k_plan_most = 512;
+
+// Requests in flight from which a small all_reduce waits to be packed with later ones rather
+// than being issued alone (see start_issue).
+constexpr std::size_t k_pack_window_depth = 2;
+
+// Requests after an exchange in which every rank offered one that skip the exchange (see
+// in_latency_window).
+constexpr std::uint64_t k_latency_window = 16;
 
 struct offer {
   signature head;
@@ -128,11 +137,25 @@ world_engine::~world_engine() {
   if (unfinished) {
     for (auto& n : notices_) (void)n.release();
   }
+  write_trace();
   if (failure_) {
     // A request may still be open on the aborted communicators; MPI must not free them under it.
     return;
   }
   if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
+}
+
+void world_engine::write_trace() const {
+  if (!request_trace::get().on()) return;
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const auto path = request_trace::path_for_rank(rank);
+  if (path.empty()) return;
+  if (auto r = request_trace::get().write_json(path, rank); !r) {
+    log::get("cluster")->warn("request timeline: {}", r.error_value().describe());
+  } else {
+    log::get("cluster")->debug("request timeline written to {}", path);
+  }
 }
 
 std::optional<error> world_engine::failure() const {
@@ -149,33 +172,55 @@ void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point dea
   r->seq = next_seq_++;
   r->deadline = deadline;
   r->together = together;
+  if (request_trace::get().on()) {
+    r->traced = true;
+    r->trace.seq = r->seq;
+    r->trace.bytes = r->bytes();
+    r->trace.kind = r->spec.kind;
+    r->trace.caller_thread = this_thread_id();
+    r->stamp(trace_stage::submitted);
+  }
   inbox_.push_back(std::move(r));
   inbox_flag_.store(true, std::memory_order_release);
 }
 
-future<void> world_engine::submit(std::unique_ptr<coll_request> r) {
-  auto out = r->done.get_future();
+// Callers issue themselves when the progress thread is not issuing (the common case for a
+// caller that waits for each request): that saves the hand-off and a turn of the progress loop.
+// Otherwise the requests wait in the inbox for the progress thread. Neither side ever blocks on
+// issue_mutex_ (both try it), so an unlock never has a sleeper to wake.
+template <typename Accept>
+void world_engine::hand_over(Accept&& accept_all) {
+  std::unique_lock issuing(issue_mutex_, std::try_to_lock);
   {
     std::lock_guard lock(mutex_);
-    accept(std::move(r), clock::now() + options_.op_timeout, 0);
+    accept_all();
+    // The progress thread must look at what this caller issues (it polls the completions).
+    if (issuing.owns_lock()) kick_.store(true, std::memory_order_release);
+  }
+  if (issuing.owns_lock()) {
+    take_inbox();
+    issue_ready();
   }
   wake_.notify_one();
+}
+
+future<void> world_engine::submit(std::unique_ptr<coll_request> r) {
+  auto out = r->done.get_future();
+  hand_over([&] { accept(std::move(r), clock::now() + options_.op_timeout, 0); });
   return out;
 }
 
 std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<coll_request>> rs) {
   std::vector<future<void>> out;
   out.reserve(rs.size());
-  {
-    std::lock_guard lock(mutex_);
+  hand_over([&] {
     const auto deadline = clock::now() + options_.op_timeout;
     const std::uint64_t together = rs.size() > 1 ? next_together_++ : 0;
     for (auto& r : rs) {
       out.push_back(r->done.get_future());
       accept(std::move(r), deadline, together);
     }
-  }
-  wake_.notify_one();
+  });
   return out;
 }
 
@@ -214,40 +259,72 @@ void world_engine::fail_from_outside(error e) {
 void world_engine::run() {
   // While requests are in flight the thread polls without sleeping for a while: MPI's
   // nonblocking collectives only advance inside MPI_Test, and NCCL's small operations finish
-  // within microseconds. After 2 ms without any change it backs off to at most 200 us between
-  // polls (long NCCL operations), and sleeps when nothing is pending.
+  // within microseconds. After 2 ms without any change it backs off to at most 50 us between
+  // polls (long NCCL operations). With nothing pending it keeps looking at its flags for
+  // k_idle_spin before it sleeps: a caller that waits for each request submits the next one
+  // within microseconds, and a wake-up from sleep would cost it tens of them.
+  constexpr auto k_idle_spin = std::chrono::microseconds(500);
   auto last_change = clock::now();
+  const spin_relax relax;
+  bool busy = false;  // as the last turn left it
+  auto flagged = [&] {
+    return inbox_flag_.load(std::memory_order_acquire) || outside_flag_.load(std::memory_order_acquire) ||
+           kick_.load(std::memory_order_acquire);
+  };
   while (true) {
     std::deque<std::function<void()>> tasks;
-    // The lock is taken only to sleep or back off: while busy, new requests show in inbox_flag_.
-    const bool busy = !queue_.empty() || !in_flight_.empty() || exchange_;
-    const auto quiet = busy ? clock::now() - last_change : clock::duration{};
+    const auto quiet = clock::now() - last_change;
+    if (!busy && quiet < k_idle_spin && !flagged()) {
+      relax();
+      continue;
+    }
+    // The lock is taken only to sleep or back off: while busy, new requests show in the flags.
     if (!busy || quiet > std::chrono::milliseconds(2)) {
       std::unique_lock lock(mutex_);
-      if (!busy && inbox_.empty() && !outside_failure_) {
+      const bool kicked = kick_.load(std::memory_order_acquire);
+      if (!busy && inbox_.empty() && !outside_failure_ && !kicked) {
         if (stopping_) return;
         if (idle_tasks_.empty()) {
           // Wakes now and then to read failure notices from other ranks while nothing is pending.
-          wake_.wait_for(lock, std::chrono::milliseconds(100),
-                         [&] { return stopping_ || !inbox_.empty() || !idle_tasks_.empty() || outside_failure_; });
+          wake_.wait_for(lock, std::chrono::milliseconds(100), [&] {
+            return stopping_ || !inbox_.empty() || !idle_tasks_.empty() || outside_failure_ ||
+                   kick_.load(std::memory_order_acquire);
+          });
         }
         if (inbox_.empty()) tasks.swap(idle_tasks_);
         last_change = clock::now();
-      } else if (busy && inbox_.empty() && !outside_failure_) {
-        const auto pause = std::min<clock::duration>(std::chrono::microseconds(200), quiet / 20);
-        wake_.wait_for(lock, pause, [&] { return !inbox_.empty() || outside_failure_.has_value(); });
+      } else if (busy && inbox_.empty() && !outside_failure_ && !kicked) {
+        const auto pause = std::min<clock::duration>(std::chrono::microseconds(50), quiet / 40);
+        wake_.wait_for(lock, pause, [&] {
+          return !inbox_.empty() || outside_failure_.has_value() || kick_.load(std::memory_order_acquire);
+        });
       }
     }
+    // A caller issuing right now holds the lock: look again soon rather than wait for it.
+    std::unique_lock issuing(issue_mutex_, std::try_to_lock);
+    if (!issuing.owns_lock()) {
+      if (!tasks.empty()) {
+        issuing.lock();  // rare (a split): worth waiting for
+      } else {
+        busy = true;
+        relax();
+        continue;
+      }
+    }
+    if (kick_.exchange(false, std::memory_order_acq_rel)) last_change = clock::now();
     for (auto& t : tasks) t();
-    const auto before = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr);
+    const auto before = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size());
     take_inbox();
     issue_ready();
     complete_finished();
     check_health();
-    if (before != std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr)) {
+    const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size());
+    busy = !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty();
+    issuing.unlock();
+    if (before != after) {
       last_change = clock::now();
     } else {
-      std::this_thread::yield();
+      relax();
     }
   }
 }
@@ -256,6 +333,7 @@ void world_engine::take_inbox() {
   if (!inbox_flag_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mutex_);
   while (!inbox_.empty()) {
+    inbox_.front()->stamp(trace_stage::taken);
     queue_.push_back(std::move(inbox_.front()));
     inbox_.pop_front();
   }
@@ -395,7 +473,38 @@ std::size_t world_engine::p2p_prefix() const {
   return std::max<std::size_t>(n, 1);
 }
 
+void world_engine::finish_background() {
+  while (!background_.empty()) {
+    int done = 0;
+    if (auto r = ATOMR_MPI_CHECK(MPI_Test(&background_.front()->request, &done, MPI_STATUS_IGNORE)); !r) {
+      background_.clear();
+      return fail_world(r.error_value().with_context("agreeing on a packing plan across ranks"), nullptr);
+    }
+    if (!done) return;
+    const auto& ex = *background_.front();
+    bool lone = true;
+    for (const auto& o : ex.all) lone = lone && o.head.offered == 1;
+    if (lone) lone_heads_.push_back(ex.mine.head.seq);
+    background_.pop_front();
+  }
+}
+
+// A latency-bound caller (one small all_reduce at a time, each waited for) offers one request
+// per exchange, and an exchange per request costs it microseconds. When every rank offered just
+// one, the ranks skip the exchange for the k_latency_window requests that start two after it:
+// each rank decides request T from the exchanges headed at T-2 or earlier, which every rank has
+// finished before deciding (it waits for them), so all decide alike. A burst that arrives in such
+// a window issues up to k_latency_window requests unpacked before packing resumes.
+std::optional<bool> world_engine::in_latency_window(std::uint64_t seq) const {
+  if (!background_.empty() && background_.front()->mine.head.seq + 2 <= seq) return std::nullopt;
+  for (const auto head : lone_heads_) {
+    if (head + 2 <= seq && seq < head + 2 + k_latency_window) return true;
+  }
+  return false;
+}
+
 void world_engine::issue_ready() {
+  finish_background();
   while (!failure_) {
     if (exchange_) {
       int done = 0;
@@ -414,10 +523,25 @@ bool world_engine::start_issue() {
   auto& head = *queue_.front();
   detail::member_waits waits;
   if (!ready(head, waits)) return false;
+  head.stamp(trace_stage::inputs);
   if (!planned_.empty()) {
     issue_planned();
     return true;
   }
+  // A small all_reduce issued behind others only waits on the device: while the pipeline is
+  // that deep, let more of them queue up, to be packed together (the packing window). A lone
+  // request is issued at once, and the requests in flight complete without the queued ones
+  // (they are issued and agreed already), so this never waits on another rank.
+  if (packable(head) && !options_.check && control_size_ > 1) {
+    while (!lone_heads_.empty() && lone_heads_.front() + 2 + k_latency_window <= head.seq) lone_heads_.pop_front();
+    const auto latency = in_latency_window(head.seq);
+    if (!latency) return false;  // an exchange it depends on is still out
+    if (*latency) {
+      issue_batch(1);
+      return true;
+    }
+  }
+  if (packable(head) && in_flight_.size() >= k_pack_window_depth) return false;
   // A request that does not pack is issued with those that go in one group with it.
   std::size_t batch = 1;
   if (!packable(head)) {
@@ -450,12 +574,29 @@ bool world_engine::start_issue() {
     finish_exchange();
     return true;
   }
-  exchange_->all.resize(static_cast<std::size_t>(control_size_));
-  if (auto r = ATOMR_MPI_CHECK(MPI_Iallgather(&exchange_->mine, sizeof(offer), MPI_BYTE, exchange_->all.data(),
-                                              sizeof(offer), MPI_BYTE, control_, &exchange_->request));
+  if (!options_.check && s.offered == 1) {
+    // The plan covers the shortest offer: with this rank offering one request, it is that request
+    // alone, whatever the others offer. Issue it at once; the others learn the plan from the
+    // exchange, which this rank finishes in the background. The offer goes out first: the issue
+    // may block (a blocking communicator's first call waits for its peers to connect), and a peer
+    // may be waiting for this offer before it issues.
+    auto ex = std::move(exchange_);
+    if (!post_exchange(*ex, &head)) return true;
+    background_.push_back(std::move(ex));
+    issue_batch(1);
+    return true;
+  }
+  if (!post_exchange(*exchange_, &head)) exchange_.reset();
+  return true;
+}
+
+bool world_engine::post_exchange(exchange& ex, const coll_request* head) {
+  ex.all.resize(static_cast<std::size_t>(control_size_));
+  if (auto r = ATOMR_MPI_CHECK(MPI_Iallgather(&ex.mine, sizeof(offer), MPI_BYTE, ex.all.data(), sizeof(offer), MPI_BYTE,
+                                              control_, &ex.request));
       !r) {
-    exchange_.reset();
-    fail_world(r.error_value().with_context("comparing requests across ranks"), &head);
+    fail_world(r.error_value().with_context("comparing requests across ranks"), head);
+    return false;
   }
   return true;
 }
@@ -487,6 +628,7 @@ void world_engine::finish_exchange() {
   std::int32_t agreed = mine.offered;
   for (const auto& o : ex->all) agreed = std::min(agreed, o.head.offered);
   const auto n = static_cast<std::size_t>(std::clamp<std::int32_t>(agreed, 1, static_cast<std::int32_t>(k_plan_most)));
+  for (std::size_t i = 0; i < n && i < queue_.size(); ++i) queue_[i]->stamp(trace_stage::agreed);
   for (std::size_t i = 0; i < n; ++i) {
     bool cut = i == 0;
     for (const auto& o : ex->all) cut = cut || bit(o.cuts, i);
@@ -506,6 +648,14 @@ void world_engine::issue_batch(std::size_t n) {
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
+  if (batch.front()->traced) {
+    for (auto& r : batch) {
+      r->stamp(trace_stage::inputs);
+      r->stamp(trace_stage::agreed);
+      r->trace.batch = static_cast<std::uint32_t>(batch.size());
+      r->trace.progress_thread = this_thread_id();
+    }
+  }
   result<void> issued = ok();
   if (batch.size() == 1 && !is_p2p(*batch.front())) {
     issued = backend_->issue(*batch.front(), waits);
@@ -524,6 +674,8 @@ void world_engine::issue_batch(std::size_t n) {
   if (batch.size() > 1 && packable(*batch.front())) stats_.packed.fetch_add(batch.size(), std::memory_order_release);
   if (batch.size() > 1 && groupable(*batch.front())) stats_.grouped.fetch_add(batch.size(), std::memory_order_release);
   for (auto& r : batch) {
+    r->stamp(trace_stage::called);  // where the backend did not say
+    r->stamp(trace_stage::issued);
     const auto& events = backend_->events(*r);
     if (!events.empty()) publish_writes(*r, events);
     in_flight_.push_back(std::move(r));
@@ -557,7 +709,12 @@ void world_engine::complete_finished() {
     auto& r = *in_flight_.front();
     if (!r.writes_published) publish_writes(r, {});
     completed_seq_ = r.seq;
+    r.stamp(trace_stage::done);
     r.done.set_value();
+    if (r.traced) {
+      r.stamp(trace_stage::resolved);
+      request_trace::get().add(r.trace);
+    }
     in_flight_.pop_front();
   }
   if (failed) fail_world(*failed, in_flight_.front().get());
@@ -671,7 +828,12 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
     }
     inbox_flag_.store(false, std::memory_order_relaxed);
   }
-  exchange_.reset();
+  // An exchange MPI may still write into keeps its buffers (a failed world's requests are left to
+  // MPI, as the destructor leaves its communicator).
+  if (exchange_) (void)exchange_.release();
+  for (auto& ex : background_) (void)ex.release();
+  background_.clear();
+  lone_heads_.clear();
   planned_.clear();
   auto fail = [&](std::deque<std::unique_ptr<coll_request>>& list) {
     for (auto& r : list) {

@@ -42,6 +42,9 @@ class world_engine {
  private:
   void accept(std::unique_ptr<detail::coll_request> r, std::chrono::steady_clock::time_point deadline,
               std::uint64_t together);
+  // Accepts (under mutex_), then issues on the calling thread if the progress thread is not.
+  template <typename Accept>
+  void hand_over(Accept&& accept_all);
   void run();
   void take_inbox();
   void issue_ready();
@@ -89,20 +92,36 @@ class world_engine {
   } stats_;
   // Set (under mutex_) while inbox_ holds requests: the busy progress thread looks here instead
   // of taking the lock the callers submit under.
-  std::atomic<bool> inbox_flag_{false};
+  // (On a cache line of its own: the idle progress thread reads it in a tight loop.)
+  alignas(64) std::atomic<bool> inbox_flag_{false};
   bool stopping_ = false;
 
-  // Progress thread only.
+  // Held by whoever issues: the progress thread, or a caller that found it free (see hand_over).
+  // It guards everything below, and the backend's calls.
+  std::mutex issue_mutex_;
+  // Set (under mutex_) when a caller issued: the progress thread must poll what it issued.
+  alignas(64) std::atomic<bool> kick_{false};
   std::deque<std::unique_ptr<detail::coll_request>> queue_;
   std::deque<std::unique_ptr<detail::coll_request>> in_flight_;
   struct exchange;
   std::unique_ptr<exchange> exchange_;
+  // Exchanges whose outcome this rank already knows (it offered one request: the plan can only
+  // be that request alone), so it issued without waiting for them; they finish in the background.
+  std::deque<std::unique_ptr<exchange>> background_;
+  void finish_background();
+  // Whether a packable request skips the exchange; nullopt until the exchanges it depends on are in.
+  std::optional<bool> in_latency_window(std::uint64_t seq) const;
+  std::deque<std::uint64_t> lone_heads_;  // finished exchanges in which every rank offered one
+  // ATOMR_TRACE: this rank's request timeline, as it stands, to its file.
+  void write_trace() const;
+  // Posts this rank's offer; false (the world failed) if MPI refused it.
+  bool post_exchange(exchange& ex, const detail::coll_request* head);
   // The agreed plan for the requests at the head of queue_: 1 where a request starts a batch.
   std::deque<std::uint8_t> planned_;
   int control_size_ = 1;
   std::chrono::steady_clock::time_point last_probe_{};
   std::chrono::steady_clock::time_point last_health_{};
-  std::atomic<bool> outside_flag_{false};                    // outside_failure_ was set (read without the lock)
+  alignas(64) std::atomic<bool> outside_flag_{false};        // outside_failure_ was set (read without the lock)
   std::vector<std::unique_ptr<std::vector<char>>> notices_;  // sent: kept until MPI is done with them
   std::vector<MPI_Request> notice_requests_;
   std::uint64_t completed_seq_ = 0;  // the last request completed here

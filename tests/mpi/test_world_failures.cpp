@@ -2,6 +2,7 @@
 // never joins (the watchdog), ranks that disagree (the consistency check), a rank that cannot
 // create the world.
 #include <chrono>
+#include <thread>
 
 #include "world_fixture.hpp"
 
@@ -107,6 +108,12 @@ TEST_F(WorldFailures, AFailedRankTellsTheOthersWithoutWaitingForTheDeadline) {
   ASSERT_TRUE(w->all_reduce(b).get());  // all ranks are up
   if (rank_ == 0) {
     dev_.state()->bump_generation();  // what a context rebuild does
+    // Rank 0 issues nothing more while its world is still up: a collective it issued would pair
+    // with rank 1's all_reduce, which may already be on the wire (a lone small request does not
+    // wait for the packing exchange).
+    const auto until = std::chrono::steady_clock::now() + 30s;
+    while (!w->failure() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    ASSERT_TRUE(w->failure()) << "the rebuild did not fail the world within 30 s";
     const auto e = failure_of(w->barrier());
     EXPECT_EQ(e.code(), errc::aborted);
     EXPECT_NE(e.message().find("device 0 was rebuilt"), std::string::npos) << e.message();

@@ -14,6 +14,7 @@
 
 #include "atomr/cluster/device_plan.hpp"
 #include "atomr/cluster/mpi_session.hpp"
+#include "atomr/cluster/request_trace.hpp"
 #include "atomr/cluster/world.hpp"
 #include "atomr/local/device/half.hpp"
 #include "atomr/local/devices.hpp"
@@ -242,6 +243,41 @@ nlohmann::json to_json(const timing& t) {
   return j;
 }
 
+struct stages {
+  std::array<double, cluster::k_trace_stages> medians{};
+  double off_us = 0, on_us = 0;  // per operation, mean over ranks
+};
+
+// The smallest size once more, with the request timeline off and then on: each stage's median
+// (rank 0's) and what the timeline costs. An ATOMR_TRACE timeline keeps its requests: the medians
+// then come from its records of this size.
+template <typename T>
+result<stages> stage_report(coll_runner<T>& runner, std::size_t count, const settings& s, MPI_Comm comm) {
+  auto& trace = cluster::request_trace::get();
+  const bool was_on = trace.on();
+  const int iters = std::max(s.iters, 200);
+  stages out;
+  if (was_on) trace.disable();
+  ATOMR_ASSIGN_OR_RETURN(const double off, runner.time(count, false, iters));
+  if (was_on) {
+    trace.enable_keeping();
+  } else {
+    trace.enable(static_cast<std::size_t>(iters));
+  }
+  auto on = runner.time(count, false, iters);
+  auto records = trace.snapshot();
+  if (!was_on) trace.disable();
+  ATOMR_TRY(on);
+  std::erase_if(records, [&](const cluster::traced_request& r) { return r.bytes != count * sizeof(T); });
+  if (records.size() > static_cast<std::size_t>(iters)) {
+    records.erase(records.begin(), records.end() - iters);
+  }
+  out.medians = cluster::stage_medians(records);
+  out.off_us = mean_over_ranks(comm, off) * 1e6;
+  out.on_us = mean_over_ranks(comm, *on) * 1e6;
+  return out;
+}
+
 template <typename T>
 int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& w, std::vector<al::device>& devs,
               const std::vector<int>& gpus, double init_ms) {
@@ -299,8 +335,8 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
         t.wrong = -2;
         return ok();
       }
-      if (s.warmup > 0) ATOMR_TRY((*raw)->run(s.kind, count, in_place, s.warmup));
-      ATOMR_ASSIGN_OR_RETURN(const double sec, (*raw)->run(s.kind, count, in_place, s.iters));
+      if (s.warmup > 0) ATOMR_TRY((*raw)->run(s.kind, count, in_place, s.warmup, s.blocking));
+      ATOMR_ASSIGN_OR_RETURN(const double sec, (*raw)->run(s.kind, count, in_place, s.iters, s.blocking));
       t.us = mean_over_ranks(comm, sec / s.iters) * 1e6;
       return ok();
     };
@@ -338,6 +374,25 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
   }
   long long total_wrong = 0;
   for (const auto& r : rows) total_wrong += std::max(0LL, r.oop.wrong) + std::max(0LL, r.ip.wrong);
+  nlohmann::json stages_json;
+  if (!rows.empty()) {
+    auto st = stage_report(runner, rows.front().count / parts, s, comm);
+    if (!st) return fail(st.error_value().with_context("timing the request stages"));
+    if (lead) {
+      std::printf("# stages at %zu B, %s (median us on rank 0):", rows.front().bytes,
+                  s.blocking ? "each waited for" : "back to back");
+      for (std::size_t i = 1; i < cluster::k_trace_stages; ++i) {
+        std::printf(" %s %.2f%s", std::string(cluster::to_string(static_cast<cluster::trace_stage>(i))).c_str(),
+                    st->medians[i], i + 1 < cluster::k_trace_stages ? "," : "\n");
+      }
+      std::printf("# request timeline cost at %zu B: off %.2f us, on %.2f us per operation\n", rows.front().bytes,
+                  st->off_us, st->on_us);
+    }
+    stages_json = {{"bytes", rows.front().bytes}, {"timeline_off_us", st->off_us}, {"timeline_on_us", st->on_us}};
+    for (std::size_t i = 1; i < cluster::k_trace_stages; ++i) {
+      stages_json["median_us"][std::string(cluster::to_string(static_cast<cluster::trace_stage>(i)))] = st->medians[i];
+    }
+  }
   nlohmann::json many_json;
   if (s.many > 0 && s.kind == coll_kind::all_reduce && devs.size() == 1) {
     const std::size_t count = std::max<std::size_t>(s.many_bytes / sizeof(T), 1);
@@ -400,6 +455,7 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                          {"wrong", total_wrong},
                          {"rows", out}};
       if (!many_json.is_null()) doc["many_small"] = many_json;
+      if (!stages_json.is_null()) doc["stages"] = stages_json;
       std::ofstream(s.json_path) << doc.dump(2) << '\n';
     }
   }
@@ -412,7 +468,7 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   const auto t_start = clock::now();
   settings s;
   std::string kind = "all_reduce", min_b = "8", max_b = "128M", op = "sum", type = "float", many_b = "2K";
-  int check = 1, blocking = 0;
+  int check = 1, blocking = 0, graph = 0;
   po::options_description opts("atomr bench coll options (nccl-tests compatible)");
   opts.add_options()("help,h", "show this help")("minbytes,b", po::value(&min_b), "smallest size (default 8)")(
       "maxbytes,e", po::value(&max_b), "largest size (default 128M)")("stepfactor,f", po::value(&s.factor),
@@ -428,7 +484,8 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
       "ngpus,g", po::value(&s.gpus_per_rank), "GPUs per rank (default: the visible GPUs shared out)")(
       "host", "use the host backend (MPI) even where GPUs are visible")(
       "many", po::value(&s.many), "all_reduce: the many-small-requests mode's count (default 1000; 0: off)")(
-      "many-bytes", po::value(&many_b), "size of each small all_reduce (default 2K)");
+      "many-bytes", po::value(&many_b), "size of each small all_reduce (default 2K)")(
+      "cudagraph,G", po::value(&graph), "nccl-tests' CUDA graph mode: not supported (only 0 is accepted)");
   po::options_description hidden;
   hidden.add_options()("collective", po::value(&kind), "");
   po::options_description all;
@@ -464,6 +521,12 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   if (s.min_bytes > s.max_bytes) return report_error("-b is larger than -e", 2);
   if (s.factor < 2) return report_error("-f must be at least 2", 2);
   if (s.iters < 1 || s.warmup < 0) return report_error("-n must be positive and -w not negative", 2);
+  if (graph != 0) {
+    return report_error(
+        "-G (CUDA graphs) is not supported: atomr's collectives are issued by the world's progress thread, not "
+        "captured on the caller's stream; run without -G (nccl-tests' -G numbers are a different measurement)",
+        2);
+  }
   s.check = check != 0;
   s.blocking = blocking != 0;
   s.host = vm.count("host") > 0;

@@ -1,5 +1,6 @@
 // `atomr bench <name>`: the benchmarks. Each prints the raw baseline and the atomr path measured in
 // the same run, and their ratio; --json prints the same numbers as JSON.
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
@@ -175,7 +176,14 @@ int bench_device(bool json, int index, bool host) {
 
 int run_bench(const std::string& program, const std::vector<std::string>& args) {
   // coll has its own, nccl-tests compatible, options.
-  if (!args.empty() && args.front() == "coll") return run_bench_coll(program, {args.begin() + 1, args.end()});
+  // (`atomr bench coll --help` arrives as "--help coll": the global --help goes first.)
+  const auto named =
+      std::find_if(args.begin(), args.end(), [](const std::string& a) { return a.empty() || a[0] != '-'; });
+  if (named != args.end() && *named == "coll") {
+    std::vector<std::string> rest(args.begin(), named);
+    rest.insert(rest.end(), named + 1, args.end());
+    return run_bench_coll(program, rest);
+  }
   po::options_description opts("atomr " + program + " options");
   opts.add_options()("help,h", "print this help")("json", "print the results as JSON")(
       "messages", po::value<long long>()->default_value(5'000'000), "actors: messages per throughput case")(

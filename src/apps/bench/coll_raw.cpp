@@ -28,7 +28,7 @@ class host_raw final : public raw_collectives {
     MPI_Comm_rank(s.comm, &rank_);
     MPI_Comm_size(s.comm, &size_);
   }
-  result<double> run(coll_kind kind, std::size_t count, bool in_place, int iterations) override {
+  result<double> run(coll_kind kind, std::size_t count, bool in_place, int iterations, bool) override {
     ATOMR_ASSIGN_OR_RETURN(const auto t, type());
     if (count > static_cast<std::size_t>(INT_MAX) / static_cast<std::size_t>(size_)) {
       return error(errc::invalid_argument, "count exceeds MPI's int");
@@ -70,7 +70,7 @@ class host_raw final : public raw_collectives {
     return since(t0);
   }
   result<double> run_sequential_small(std::size_t count, int requests) override {
-    return run(coll_kind::all_reduce, count, false, requests);
+    return run(coll_kind::all_reduce, count, false, requests, true);
   }
 
  private:
@@ -156,9 +156,12 @@ class nccl_raw final : public raw_collectives {
     }
   }
 
-  result<double> run(coll_kind kind, std::size_t count, bool in_place, int iterations) override {
+  result<double> run(coll_kind kind, std::size_t count, bool in_place, int iterations, bool each_waited) override {
     const auto t0 = clock::now();
-    for (int it = 0; it < iterations; ++it) ATOMR_TRY(issue(kind, count, in_place));
+    for (int it = 0; it < iterations; ++it) {
+      ATOMR_TRY(issue(kind, count, in_place));
+      if (each_waited) ATOMR_TRY(sync());
+    }
     ATOMR_TRY(sync());
     return since(t0);
   }

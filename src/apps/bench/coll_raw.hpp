@@ -17,8 +17,10 @@ class raw_collectives {
  public:
   virtual ~raw_collectives() = default;
   // Runs `iterations` of the collective (count elements per rank, as world counts them) and
-  // returns the seconds they took on this rank, end to end.
-  virtual result<double> run(cluster::coll_kind kind, std::size_t count, bool in_place, int iterations) = 0;
+  // returns the seconds they took on this rank, end to end. `each_waited`: every operation is
+  // waited for before the next (nccl-tests' -z 1; the host baseline's MPI calls always are).
+  virtual result<double> run(cluster::coll_kind kind, std::size_t count, bool in_place, int iterations,
+                             bool each_waited = false) = 0;
   // `requests` sequential all_reduces of `count` elements, each waited for before the next.
   virtual result<double> run_sequential_small(std::size_t count, int requests) = 0;
 };

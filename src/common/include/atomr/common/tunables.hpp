@@ -35,8 +35,17 @@ inline constexpr tunable coll_check{"coll_check", "ATOMR_COLL_CHECK", "0",
 inline constexpr tunable coll_pack_bytes{"coll_pack_bytes", "ATOMR_COLL_PACK_BYTES", "65536",
                                          "all_reduces up to this size may be packed together; 0: no packing"};
 
+inline constexpr tunable nccl_blocking{
+    "nccl_blocking", "ATOMR_NCCL_BLOCKING", "1",
+    "1: blocking NCCL communicators (a blocked call is aborted at its deadline); 0: nonblocking (slow enqueue)"};
+inline constexpr tunable trace{"trace", "ATOMR_TRACE", "",
+                               "path prefix: each rank writes its request timeline to <path>.rank<N>.json"};
+inline constexpr tunable trace_requests{"trace_requests", "ATOMR_TRACE_REQUESTS", "65536",
+                                        "the request timeline keeps the last this many requests"};
+
 inline constexpr std::array k_all{&log,          &wire_max_payload, &wire_max_container, &coll_init_timeout,
-                                  &coll_timeout, &coll_check,       &coll_pack_bytes};
+                                  &coll_timeout, &coll_check,       &coll_pack_bytes,    &nccl_blocking,
+                                  &trace,        &trace_requests};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

@@ -5,6 +5,7 @@
 
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/cluster/rank_report.hpp"
+#include "atomr/common/spin.hpp"
 #include "atomr/common/tunables.hpp"
 #include "atomr/common/version.hpp"
 #include "command_line.hpp"
@@ -30,23 +31,27 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
   os << "atomr " << k_version << " (" << k_git_revision << "): " << first.world_size << " rank(s) on "
      << first.node_count << " node(s)\n\n";
 
-  text_table ranks({"rank", "node", "host", "local", "cores", "devices"});
+  text_table ranks({"rank", "node", "host", "local", "cores", "threads may run on", "devices"});
   std::set<std::string> no_gpu_reasons;
   for (const auto& r : reports) {
     const auto& id = r.identity;
     for (std::size_t d = 0; d < r.devices.size(); ++d) {
       if (d == 0) {
-        ranks.add_row({std::to_string(id.world_rank), std::to_string(id.node_id), id.hostname,
-                       std::to_string(id.local_rank) + "/" + std::to_string(id.local_size),
-                       std::to_string(r.host.cores), describe_device(r.devices[d])});
+        ranks.add_row(
+            {std::to_string(id.world_rank), std::to_string(id.node_id), id.hostname,
+             std::to_string(id.local_rank) + "/" + std::to_string(id.local_size), std::to_string(r.host.cores),
+             "cpus " + r.cpus + " (" + std::to_string(r.cpu_count) + ", waits " + (r.spins ? "spin" : "yield") + ")",
+             describe_device(r.devices[d])});
       } else {
-        ranks.add_row({"", "", "", "", "", describe_device(r.devices[d])});
+        ranks.add_row({"", "", "", "", "", "", describe_device(r.devices[d])});
       }
     }
     if (!r.no_gpu_reason.empty()) no_gpu_reasons.insert(r.no_gpu_reason);
   }
   ranks.print(os);
   for (const auto& reason : no_gpu_reasons) os << "no GPU: " << reason << '\n';
+  os << "(a rank's caller, world progress and NCCL threads share its cpus; with fewer than " << spin_relax::k_plenty
+     << " they yield while they wait, else they spin: docs/benchmarks.md)\n";
 
   os << '\n';
   text_table versions({"rank", "cuda runtime", "cuda driver", "nccl", "mpi", "hwloc"});

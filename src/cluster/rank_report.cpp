@@ -5,6 +5,7 @@
 
 #include "atomr/cluster/gather.hpp"
 #include "atomr/cluster/versions.hpp"
+#include "atomr/common/spin.hpp"
 
 namespace atomr::cluster {
 
@@ -21,6 +22,8 @@ result<rank_report> probe_rank_report(const node_identity& identity) {
   r.local_versions = local::probe_local_versions();
   r.mpi_version = mpi_library_version();
   r.nccl_version = nccl_library_version();
+  r.cpus = spin_relax::cpu_list(&r.cpu_count);
+  r.spins = spin_relax::plenty();
   return r;
 }
 

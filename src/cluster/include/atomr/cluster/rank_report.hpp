@@ -23,10 +23,15 @@ struct rank_report {
   local::local_versions local_versions;
   std::string mpi_version;
   std::string nccl_version;
+  // Where the rank's threads (the caller's, the world's progress thread, NCCL's) may run: its CPU
+  // affinity as the launcher left it, and how waiting threads wait there (spin_relax).
+  std::string cpus;
+  int cpu_count = 0;
+  bool spins = false;
 
   template <typename Archive>
   void serialize(Archive& ar) {
-    ar(identity, host, devices, no_gpu_reason, local_versions, mpi_version, nccl_version);
+    ar(identity, host, devices, no_gpu_reason, local_versions, mpi_version, nccl_version, cpus, cpu_count, spins);
   }
 };
 

@@ -8,6 +8,7 @@
 
 #include <sched.h>
 
+#include <string>
 #include <thread>
 
 namespace atomr {
@@ -27,6 +28,24 @@ class spin_relax {
     } else {
       std::this_thread::yield();
     }
+  }
+  // The CPUs this process may run on, as a list ("0-7,16"), and how many.
+  static std::string cpu_list(int* count = nullptr) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return "?";
+    std::string out;
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (!CPU_ISSET(c, &set)) continue;
+      int last = c;
+      while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+      out += (out.empty() ? "" : ",") + std::to_string(c) + (last > c ? "-" + std::to_string(last) : "");
+      n += last - c + 1;
+      c = last;
+    }
+    if (count != nullptr) *count = n;
+    return out;
   }
   static bool plenty() noexcept {
     static const bool value = [] {

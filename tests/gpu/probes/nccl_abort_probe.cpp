@@ -95,7 +95,9 @@ int main(int argc, char** argv) {
       CK(cudaStreamSynchronize(stream));
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    std::_Exit(0);  // rank 0 aborted its side; a clean teardown would wait for it
+    // Its communicator is left as it is: its peer aborted, so destroying it could wait.
+    MPI_Finalize();
+    return 0;
   }
 
   if (moment != "init") {
@@ -166,5 +168,6 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   guard.join();
   MPI_Barrier(MPI_COMM_WORLD);
-  std::_Exit(0);
+  MPI_Finalize();
+  return 0;
 }

@@ -13,7 +13,8 @@ foreach(lib common serialization local cluster)
   install(DIRECTORY "${PROJECT_SOURCE_DIR}/src/${lib}/include/" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 endforeach()
 install(DIRECTORY "${PROJECT_BINARY_DIR}/generated/include/" DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(PROGRAMS "${PROJECT_SOURCE_DIR}/launch/atomr-launch" DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(PROGRAMS "${PROJECT_SOURCE_DIR}/launch/atomr-launch" "${PROJECT_SOURCE_DIR}/launch/atomr-report"
+        DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 install(EXPORT atomr-targets NAMESPACE atomr:: DESTINATION ${ATOMR_CMAKE_DIR})
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/atomrConfig.cmake.in"

@@ -45,6 +45,10 @@ for op in all_reduce all_gather; do
   tr -d ' \n' <"$work/results/$op.json" | grep -q '"wrong":0' || fail "$op: the JSON report has no \"wrong\": 0"
 done
 grep -q "2 rank(s) on 1 node(s)" "$work/results/info.txt" || fail "atomr info did not see 2 ranks"
+for f in busbw.svg time.png ratio.svg summary.md; do
+  [[ -s $work/results/report/$f ]] || fail "the job wrote no report/$f"
+done
+grep -q "^## all_gather, 2 rank(s)" "$work/results/report/summary.md" || fail "the report has no all_gather table"
 
 # 2. An unknown collective: the job fails (sbatch --wait returns its exit code) and says why.
 if ATOMR_BENCH_OPS="all_reduce no_such_op" ATOMR_RESULTS=$work/results2 \

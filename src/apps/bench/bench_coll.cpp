@@ -8,6 +8,7 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/cluster/request_trace.hpp"
 #include "atomr/cluster/world.hpp"
+#include "atomr/common/version.hpp"
 #include "atomr/local/device/half.hpp"
 #include "atomr/local/devices.hpp"
 #include "bench/coll_raw.hpp"
@@ -43,6 +45,7 @@ struct settings {
   int many = 1000;
   std::size_t many_bytes = 2048;
   std::string json_path;
+  std::string machine;  // for the JSON (atomr report labels its series with it)
 };
 
 struct timing {
@@ -55,6 +58,15 @@ struct row {
 };
 
 double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
+
+std::string utc_now() {
+  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 // The collective's per-rank count for `bytes` of total buffer, as nccl-tests sizes them.
 bool splits(coll_kind k) {
@@ -445,6 +457,9 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
       }
       nlohmann::json doc{{"benchmark", "coll"},
                          {"collective", cluster::to_string(s.kind)},
+                         {"machine", s.machine},
+                         {"commit", k_git_revision},
+                         {"date", utc_now()},
                          {"ranks", n},
                          {"backend", to_string(w.backend())},
                          {"type", al::to_string(s.type)},
@@ -539,6 +554,11 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   auto gpus =
       cluster::choose_devices({.host = s.host, .per_rank = s.gpus_per_rank}, id.local_rank, id.local_size, visible);
   if (!gpus) return report_error(gpus.error_value().describe(), 1);
+  s.machine = "host CPU";
+  if (!gpus->empty() && probe && static_cast<std::size_t>(gpus->front()) < probe->devices.size()) {
+    s.machine = probe->devices[static_cast<std::size_t>(gpus->front())].name;
+  }
+  s.machine += " (" + id.hostname + ")";
   al::actor_system system;
   std::vector<al::device> devs;
   if (gpus->empty()) {

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "atomr/common/version.hpp"
 #include "atomr/local/devices.hpp"
 #include "bench/bench_actors.hpp"
 #include "bench/bench_coll.hpp"
@@ -121,7 +122,14 @@ int bench_p2p(bool json, int src, int dst, const std::string& min_text, const st
                      {"atomr_us", r.atomr_us},
                      {"overhead_us", r.atomr_us - r.raw_us}});
     }
-    std::cout << nlohmann::json{{"benchmark", "p2p"}, {"src", src}, {"dst", dst}, {"rows", out}}.dump(2) << '\n';
+    std::cout << nlohmann::json{{"benchmark", "p2p"},
+                                {"machine", gpus->devices[static_cast<std::size_t>(src)].name},
+                                {"commit", k_git_revision},
+                                {"src", src},
+                                {"dst", dst},
+                                {"rows", out}}
+                     .dump(2)
+              << '\n';
     return 0;
   }
   std::cout << "atomr bench p2p: GPU" << src << " -> GPU" << dst

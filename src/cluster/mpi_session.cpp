@@ -52,13 +52,22 @@ result<std::unique_ptr<mpi_session>> mpi_session::start(int* argc, char*** argv)
   log::get("cluster")->debug("MPI up: rank {}/{} on node {} ({}), local rank {}/{}", identity->world_rank,
                              identity->world_size, identity->node_id, identity->hostname, identity->local_rank,
                              identity->local_size);
-  return std::unique_ptr<mpi_session>(new mpi_session(owns, world, std::move(identity).value()));
+  std::unique_ptr<mpi_session> session(new mpi_session(owns, world, std::move(identity).value()));
+  if (owns) {
+    // Every rank reads the same environment (the launcher passes ATOMR_*), so all or none start it.
+    ATOMR_ASSIGN_OR_RETURN(const auto options, liveness_options::from_environment());
+    if (options) {
+      ATOMR_ASSIGN_OR_RETURN(session->liveness_, liveness::start(world, session->identity_, *options));
+    }
+  }
+  return session;
 }
 
 mpi_session::mpi_session(bool owns_mpi, MPI_Comm world, node_identity identity)
     : owns_mpi_(owns_mpi), world_(world), identity_(std::move(identity)) {}
 
 mpi_session::~mpi_session() {
+  liveness_.reset();  // says goodbye while MPI is up
   if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
   if (owns_mpi_) {
     if (auto r = ATOMR_MPI_CHECK(MPI_Finalize()); !r) log::get("cluster")->error("{}", r.error_value().describe());

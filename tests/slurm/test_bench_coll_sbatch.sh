@@ -2,15 +2,17 @@
 # The `slurm` test: a private Slurm on this machine (tests/slurm/private-slurm) runs
 # slurm/bench-coll.sbatch as a real batch job, 2 tasks on one node (host backend where no GPU is
 # visible), and checks what the job wrote: every value right, a JSON report per collective, the
-# job's exit code. Then a job asking for an unknown collective must fail with its reason. Last,
-# the given MPI test programs run under `srun --mpi=pmix -n 2` (the bootstrap reads Slurm's and
+# job's exit code, the plots. Then a job asking for an unknown collective must fail with its
+# reason, and a job whose rank is killed must end fast. Last, the given MPI test programs run
+# under `srun --mpi=pmix -n 2` (the bootstrap reads Slurm's and
 # PMIx's variables there, not Open MPI's).
-#   test_bench_coll_sbatch.sh <source dir> <atomr program> <work dir> [mpi test program...]
+#   test_bench_coll_sbatch.sh <source dir> <atomr program> <work dir> <failure_scenarios> [mpi test program...]
 set -euo pipefail
 src=${1:?source dir}
 atomr=${2:?atomr program}
 work=${3:?work dir}
-shift 3
+scenarios=${4:?failure_scenarios program}
+shift 4
 
 if [[ $(id -u) != 0 ]]; then
   echo "SKIP: a private slurmd must run as root (run the slurm tests as root, as CI does)"
@@ -59,7 +61,13 @@ fi
 out=$work/job-$(cat "$work/job2.id").out
 grep -q "bench-coll: FAILED: no_such_op" "$out" || fail "the failed job did not name the failed collective"
 
-# 3. MPI test programs launched by srun itself.
+# 3. A killed rank under srun, launched as atomr-launch launches it (--kill-on-bad-exit=1): the
+#    job ends within the heartbeat timeout (3 s) + 10 s, non-zero, and Slurm names the task.
+ATOMR_HEARTBEAT_MS=200 ATOMR_HEARTBEAT_TIMEOUT_MS=3000 "$src/tests/failures/expect_job_ends.sh" 13 \
+  -m "task 1|rank 1" -- srun -N 1 -n 2 --mpi=pmix --kill-on-bad-exit=1 -t 5 "$scenarios" kill \
+  >"$work/srun-killed.log" 2>&1 || { cat "$work/srun-killed.log" >&2; fail "a killed rank under srun did not end the job fast"; }
+
+# 4. MPI test programs launched by srun itself.
 for prog in "$@"; do
   srun -N 1 -n 2 --mpi=pmix -t 5 "$prog" --gtest_color=no >"$work/srun-$(basename "$prog").log" 2>&1 ||
     { cat "$work/srun-$(basename "$prog").log" >&2; fail "srun -n 2 $(basename "$prog") failed"; }

@@ -43,9 +43,17 @@ inline constexpr tunable trace{"trace", "ATOMR_TRACE", "",
 inline constexpr tunable trace_requests{"trace_requests", "ATOMR_TRACE_REQUESTS", "65536",
                                         "the request timeline keeps the last this many requests"};
 
+inline constexpr tunable heartbeat{"heartbeat_ms", "ATOMR_HEARTBEAT_MS", "500",
+                                   "liveness: each rank's heartbeat period, ms; 0 turns liveness off"};
+inline constexpr tunable heartbeat_timeout{"heartbeat_timeout_ms", "ATOMR_HEARTBEAT_TIMEOUT_MS", "10000",
+                                           "liveness: a rank silent this long is declared failed, ms"};
+inline constexpr tunable on_failure{"on_failure", "ATOMR_ON_FAILURE", "abort",
+                                    "after a rank failed: abort (end the job, MPI_Abort) or continue"};
+
 inline constexpr std::array k_all{&log,          &wire_max_payload, &wire_max_container, &coll_init_timeout,
                                   &coll_timeout, &coll_check,       &coll_pack_bytes,    &nccl_blocking,
-                                  &trace,        &trace_requests};
+                                  &trace,        &trace_requests,   &heartbeat,          &heartbeat_timeout,
+                                  &on_failure};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

@@ -1,0 +1,87 @@
+// Liveness: ranks send each other heartbeats on a communicator of their own, so that a rank that
+// goes silent (stopped, hung, a dead node) or exits without finishing is noticed by the others
+// and named in their errors: "rank 1 (node vm, pid 1234) has not answered for 3.0 s", "rank 1
+// (node vm, pid 1234) exited".
+//
+// The ranks form a ring: each sends a heartbeat to the next rank every period and watches the one
+// before it. The watcher of a silent rank tells every rank, and by default every rank then logs
+// the culprit and ends the job with MPI_Abort (ATOMR_ON_FAILURE=abort), so a job never hangs on a
+// stopped rank until its time limit. ATOMR_ON_FAILURE=continue keeps the survivors running (they
+// log the failure, skip the dead rank in the ring and report it in failed_ranks()); building a new
+// world of the living ranks is then the program's business.
+//
+// A rank that finishes says goodbye first, so the others stop expecting it. A rank that exits
+// without finishing (exit(1) before the session ends) tells the others from an atexit handler.
+// Started by mpi_session when it initializes MPI itself (ATOMR_HEARTBEAT_MS > 0); tunables:
+// ATOMR_HEARTBEAT_MS (period), ATOMR_HEARTBEAT_TIMEOUT_MS, ATOMR_ON_FAILURE.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "atomr/cluster/node_identity.hpp"
+#include "atomr/common/result.hpp"
+
+namespace atomr::cluster {
+
+enum class on_failure { abort, keep_going };
+
+struct liveness_options {
+  std::chrono::milliseconds period{500};
+  std::chrono::milliseconds timeout{10'000};
+  on_failure policy = on_failure::abort;
+  // From ATOMR_HEARTBEAT_MS, ATOMR_HEARTBEAT_TIMEOUT_MS and ATOMR_ON_FAILURE (a bad value is an
+  // error naming the variable); a period of 0 turns liveness off (nullopt).
+  static result<std::optional<liveness_options>> from_environment();
+};
+
+class liveness {
+ public:
+  // Collective over `world` (it exchanges every rank's node and pid). Starts the heartbeat thread.
+  static result<std::unique_ptr<liveness>> start(MPI_Comm world, const node_identity& me, liveness_options options);
+  // Says goodbye (the others stop watching this rank) and stops the thread.
+  ~liveness();
+  liveness(const liveness&) = delete;
+  liveness& operator=(const liveness&) = delete;
+
+  // Ranks found dead so far (with ATOMR_ON_FAILURE=continue), and why.
+  std::vector<std::pair<int, std::string>> failed_ranks() const;
+  // "rank 3 (node n1, pid 1234)".
+  std::string describe(int rank) const;
+
+ private:
+  liveness(MPI_Comm comm, int rank, int size, liveness_options options, std::vector<std::string> names);
+  void run();
+  // To every rank but this one and `skip`: `culprit` and `text`.
+  void send_all(int tag, int culprit, const std::string& text, int skip);
+  // Waits (bounded) until MPI has sent what was sent; false if it has not by then.
+  bool flush(std::chrono::milliseconds limit);
+  void handle_failure(int culprit, const std::string& text);
+  int neighbour(int step) const;  // the next (+1) or previous (-1) rank still watched
+  friend void liveness_at_exit();
+
+  MPI_Comm comm_;
+  int rank_;
+  int size_;
+  liveness_options options_;
+  std::vector<std::string> names_;  // "rank r (node h, pid p)" per rank
+  std::vector<std::chrono::steady_clock::time_point> last_heard_;
+  std::vector<char> gone_;  // finished or failed: not watched, not sent to
+  mutable std::mutex failed_mutex_;
+  std::vector<std::pair<int, std::string>> failed_;
+  std::vector<std::unique_ptr<std::string>> outgoing_;  // kept until MPI is done with them
+  std::vector<MPI_Request> sends_;
+  std::mutex send_mutex_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+}  // namespace atomr::cluster

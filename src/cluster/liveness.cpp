@@ -1,0 +1,242 @@
+#include "atomr/cluster/liveness.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "atomr/cluster/mpi_check.hpp"
+#include "atomr/common/log.hpp"
+#include "atomr/common/tunables.hpp"
+
+namespace atomr::cluster {
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+constexpr int k_heartbeat_tag = 0x4c01;
+constexpr int k_goodbye_tag = 0x4c02;
+constexpr int k_notice_tag = 0x4c03;
+constexpr int k_notice_max = 4096;  // a notice is the culprit's rank and one line of text
+
+struct who {
+  int pid = 0;
+  char host[92] = {};
+};
+
+// The running liveness, for the atexit handler (a rank that exits without finishing).
+std::atomic<liveness*> g_live{nullptr};
+
+result<std::chrono::milliseconds> non_negative_ms(const tunable& t) {
+  ATOMR_ASSIGN_OR_RETURN(const auto v, tunable_int(t));
+  if (v < 0) return error(errc::invalid_argument, std::string(t.env) + " must not be negative");
+  return std::chrono::milliseconds(v);
+}
+
+}  // namespace
+
+void liveness_at_exit() {
+  liveness* l = g_live.exchange(nullptr);
+  if (l == nullptr || l->stopping_) return;
+  // Exiting without the session's end: tell the others, so they name this rank (the launcher
+  // may kill them soon after, so this is best effort, bounded).
+  l->send_all(k_notice_tag, l->rank_, l->names_[static_cast<std::size_t>(l->rank_)] + " exited", -1);
+  l->flush(std::chrono::milliseconds(300));
+}
+
+result<std::optional<liveness_options>> liveness_options::from_environment() {
+  liveness_options o;
+  ATOMR_ASSIGN_OR_RETURN(o.period, non_negative_ms(tunables::heartbeat));
+  if (o.period.count() == 0) return std::optional<liveness_options>();
+  ATOMR_ASSIGN_OR_RETURN(o.timeout, non_negative_ms(tunables::heartbeat_timeout));
+  if (o.timeout <= o.period) {
+    return error(errc::invalid_argument, "ATOMR_HEARTBEAT_TIMEOUT_MS must be longer than ATOMR_HEARTBEAT_MS");
+  }
+  const auto policy = tunable_value(tunables::on_failure);
+  if (policy == "abort") {
+    o.policy = on_failure::abort;
+  } else if (policy == "continue") {
+    o.policy = on_failure::keep_going;
+  } else {
+    return error(errc::invalid_argument, "ATOMR_ON_FAILURE must be abort or continue, not '" + policy + "'");
+  }
+  return std::optional<liveness_options>(o);
+}
+
+result<std::unique_ptr<liveness>> liveness::start(MPI_Comm world, const node_identity& me, liveness_options options) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_dup(world, &comm)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)));
+  int rank = 0;
+  int size = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(comm, &size)));
+  who mine;
+  mine.pid = static_cast<int>(::getpid());
+  std::snprintf(mine.host, sizeof mine.host, "%s", me.hostname.c_str());
+  std::vector<who> all(static_cast<std::size_t>(size));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Allgather(&mine, sizeof(who), MPI_BYTE, all.data(), sizeof(who), MPI_BYTE, comm)));
+  std::vector<std::string> names;
+  for (int r = 0; r < size; ++r) {
+    auto& w = all[static_cast<std::size_t>(r)];
+    w.host[sizeof w.host - 1] = '\0';
+    names.push_back("rank " + std::to_string(r) + " (node " + w.host + ", pid " + std::to_string(w.pid) + ")");
+  }
+  std::unique_ptr<liveness> l(new liveness(comm, rank, size, options, std::move(names)));
+  static std::once_flag registered;
+  std::call_once(registered, [] { std::atexit(liveness_at_exit); });
+  g_live.store(l.get());
+  return l;
+}
+
+liveness::liveness(MPI_Comm comm, int rank, int size, liveness_options options, std::vector<std::string> names)
+    : comm_(comm),
+      rank_(rank),
+      size_(size),
+      options_(options),
+      names_(std::move(names)),
+      last_heard_(static_cast<std::size_t>(size), clock::now()),
+      gone_(static_cast<std::size_t>(size), 0) {
+  if (size_ > 1) thread_ = std::thread([this] { run(); });
+}
+
+liveness::~liveness() {
+  liveness* self = this;
+  g_live.compare_exchange_strong(self, nullptr);
+  stopping_ = true;
+  if (thread_.joinable()) thread_.join();
+  // Goodbye: the others stop watching this rank.
+  send_all(k_goodbye_tag, rank_, "", -1);
+  // (Unsent messages keep the communicator: MPI must not free it under them.)
+  if (flush(std::chrono::seconds(1))) MPI_Comm_free(&comm_);
+}
+
+std::vector<std::pair<int, std::string>> liveness::failed_ranks() const {
+  std::lock_guard lock(failed_mutex_);
+  return failed_;
+}
+
+std::string liveness::describe(int rank) const { return names_.at(static_cast<std::size_t>(rank)); }
+
+int liveness::neighbour(int step) const {
+  int r = rank_;
+  for (int i = 1; i < size_; ++i) {
+    r = (r + step + size_) % size_;
+    if (!gone_[static_cast<std::size_t>(r)]) return r;
+  }
+  return rank_;
+}
+
+void liveness::send_all(int tag, int culprit, const std::string& text, int skip) {
+  std::lock_guard lock(send_mutex_);
+  auto bytes = std::make_unique<std::string>(sizeof(int) + text.size(), '\0');
+  std::memcpy(bytes->data(), &culprit, sizeof(int));
+  std::memcpy(bytes->data() + sizeof(int), text.data(), text.size());
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || r == skip) continue;
+    MPI_Request q = MPI_REQUEST_NULL;
+    // Best effort: a rank that cannot be told finds out by its own watch.
+    if (MPI_Isend(bytes->data(), static_cast<int>(bytes->size()), MPI_BYTE, r, tag, comm_, &q) == MPI_SUCCESS) {
+      sends_.push_back(q);
+    }
+  }
+  outgoing_.push_back(std::move(bytes));
+}
+
+bool liveness::flush(std::chrono::milliseconds limit) {
+  const auto until = clock::now() + limit;
+  std::lock_guard lock(send_mutex_);
+  int done = 0;
+  while (!done && clock::now() < until) {
+    if (MPI_Testall(static_cast<int>(sends_.size()), sends_.data(), &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
+  }
+  return done != 0;
+}
+
+void liveness::handle_failure(int culprit, const std::string& text) {
+  auto& gone = gone_[static_cast<std::size_t>(culprit)];
+  if (gone) return;
+  gone = 1;
+  log::get("cluster")->error("{}", text);
+  if (options_.policy == on_failure::abort) {
+    log::get("cluster")->critical("ending the job (ATOMR_ON_FAILURE=abort): {}", text);
+    std::fflush(nullptr);
+    MPI_Abort(MPI_COMM_WORLD, 71);
+    return;
+  }
+  {
+    std::lock_guard lock(failed_mutex_);
+    failed_.emplace_back(culprit, text);
+  }
+  // Watching a new predecessor starts now.
+  last_heard_[static_cast<std::size_t>(neighbour(-1))] = clock::now();
+}
+
+void liveness::run() {
+  const auto look = std::min<clock::duration>(options_.period / 5, std::chrono::milliseconds(20));
+  auto next_beat = clock::now();
+  std::vector<char> buffer(k_notice_max);
+  char beat = 0;
+  while (!stopping_) {
+    const auto now = clock::now();
+    if (now >= next_beat) {
+      next_beat = now + options_.period;
+      const int to = neighbour(+1);
+      MPI_Request q = MPI_REQUEST_NULL;
+      std::lock_guard lock(send_mutex_);
+      if (to != rank_ && MPI_Isend(&beat, 1, MPI_BYTE, to, k_heartbeat_tag, comm_, &q) == MPI_SUCCESS) {
+        sends_.push_back(q);
+      }
+    }
+    while (true) {
+      int found = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &found, &status) != MPI_SUCCESS || !found) break;
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      if (count < 0 || count > k_notice_max) count = k_notice_max;
+      if (MPI_Recv(buffer.data(), count, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, comm_, MPI_STATUS_IGNORE) !=
+          MPI_SUCCESS) {
+        break;
+      }
+      const auto from = static_cast<std::size_t>(status.MPI_SOURCE);
+      last_heard_[from] = clock::now();
+      if (status.MPI_TAG == k_goodbye_tag) {
+        gone_[from] = 1;
+        last_heard_[static_cast<std::size_t>(neighbour(-1))] = clock::now();
+      } else if (status.MPI_TAG == k_notice_tag && count >= static_cast<int>(sizeof(int))) {
+        int culprit = 0;
+        std::memcpy(&culprit, buffer.data(), sizeof(int));
+        if (culprit >= 0 && culprit < size_) {
+          handle_failure(culprit,
+                         std::string(buffer.data() + sizeof(int), static_cast<std::size_t>(count) - sizeof(int)));
+        }
+      }
+    }
+    const int watched = neighbour(-1);
+    if (watched != rank_) {
+      const auto silent = clock::now() - last_heard_[static_cast<std::size_t>(watched)];
+      if (silent > options_.timeout) {
+        char secs[32];
+        std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(silent).count());
+        const std::string text = names_[static_cast<std::size_t>(watched)] + " has not answered for " + secs +
+                                 " s (seen by rank " + std::to_string(rank_) + ")";
+        send_all(k_notice_tag, watched, text, watched);
+        flush(std::chrono::milliseconds(500));  // the others name the culprit before the job ends
+        handle_failure(watched, text);
+      }
+    }
+    {
+      std::lock_guard lock(send_mutex_);
+      std::erase_if(sends_, [](MPI_Request& q) {
+        int done = 0;
+        return MPI_Test(&q, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done;
+      });
+      if (sends_.empty()) outgoing_.clear();
+    }
+    std::this_thread::sleep_for(look);  // a watch, not a synchronization: it looks again later
+  }
+}
+
+}  // namespace atomr::cluster

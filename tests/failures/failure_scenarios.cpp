@@ -1,0 +1,90 @@
+// A job in which one rank misbehaves, for the failure tests (tests/failures/CMakeLists.txt): every
+// rank runs all_reduces on the host backend; after 20 of them rank 1 stops itself (SIGSTOP, a hung
+// node), kills itself (SIGKILL), or exits with code 1. The others keep reducing, so they wait on
+// it: liveness must name it and end the job.
+//   failure_scenarios stop|kill|exit1|none|continue
+// none: nobody misbehaves (no false alarm; prints "all ranks done"). continue: rank 1 stops, and
+// with ATOMR_ON_FAILURE=continue the others wait until liveness reports it, print what they saw,
+// then end the stopped rank themselves (it cannot end its own job) and leave.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "atomr/cluster/mpi_session.hpp"
+#include "atomr/cluster/world.hpp"
+#include "atomr/local/actors/actor_system.hpp"
+#include "atomr/local/device/device.hpp"
+
+namespace al = atomr::local;
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "none";
+  auto session = atomr::cluster::mpi_session::start(&argc, &argv);
+  if (!session) {
+    std::fprintf(stderr, "session: %s\n", session.error_value().describe().c_str());
+    return 2;
+  }
+  const int rank = (*session)->identity().world_rank;
+  std::vector<int> pids(static_cast<std::size_t>((*session)->identity().world_size));
+  const int pid = static_cast<int>(::getpid());
+  MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, (*session)->world());
+
+  if (mode == "continue") {
+    if (rank == 1) ::raise(SIGSTOP);
+    const auto* live = (*session)->liveness();
+    if (live == nullptr) return 3;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (live->failed_ranks().empty() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls liveness's report
+    }
+    const auto failed = live->failed_ranks();
+    if (failed.empty()) return 4;
+    std::printf("rank %d kept going after: %s\n", rank, failed.front().second.c_str());
+    std::fflush(stdout);
+    // The survivors meet at rank 0 (point to point: a collective would wait for rank 1), so that
+    // all have printed before rank 0 ends the stopped rank and the launcher ends the job.
+    const MPI_Comm comm = (*session)->world();
+    const int size = static_cast<int>(pids.size());
+    char byte = 0;
+    if (rank == 0) {
+      for (int r = 2; r < size; ++r) MPI_Recv(&byte, 1, MPI_BYTE, r, 7, comm, MPI_STATUS_IGNORE);
+      for (int r = 2; r < size; ++r) MPI_Send(&byte, 1, MPI_BYTE, r, 8, comm);
+      ::kill(pids[1], SIGKILL);
+    } else {
+      MPI_Send(&byte, 1, MPI_BYTE, 0, 7, comm);
+      MPI_Recv(&byte, 1, MPI_BYTE, 0, 8, comm, MPI_STATUS_IGNORE);
+    }
+    std::_Exit(0);  // MPI_Finalize would wait for the dead rank
+  }
+
+  al::actor_system system;
+  auto dev = al::device::start(system, 0, al::device_kind::host).value();
+  auto options = atomr::cluster::world_options::from_environment().value();
+  auto world = atomr::cluster::world::create((*session)->world(), {dev}, options);
+  if (!world) {
+    std::fprintf(stderr, "world: %s\n", world.error_value().describe().c_str());
+    return 2;
+  }
+  auto buf = dev.allocate<int>(4).get().value();
+  for (int i = 0; i < 100; ++i) {
+    if (i == 20 && rank == 1) {
+      if (mode == "stop") ::raise(SIGSTOP);
+      if (mode == "kill") ::raise(SIGKILL);
+      if (mode == "exit1") std::exit(1);
+    }
+    if (auto r = (*world)->all_reduce(buf).get(); !r) {
+      std::fprintf(stderr, "rank %d: all_reduce %d: %s\n", rank, i, r.error_value().describe().c_str());
+      return 1;
+    }
+  }
+  world->reset();
+  MPI_Barrier((*session)->world());
+  if (rank == 0) std::printf("all ranks done\n");
+  return 0;
+}

@@ -15,7 +15,7 @@ std::optional<int> parse_command_line(const std::string& program, const std::vec
   try {
     po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
   } catch (const po::error& e) {
-    return report_error(std::string(e.what()) + " (try 'atomr " + program + " --help')", 2);
+    return usage_error(program, e.what(), usage);
   }
   if (vm.count("help")) {
     std::cout << usage << "\n\n" << visible;
@@ -23,6 +23,12 @@ std::optional<int> parse_command_line(const std::string& program, const std::vec
   }
   po::notify(vm);
   return std::nullopt;
+}
+
+int usage_error(const std::string& program, const std::string& message, const std::string& usage) {
+  report_error(message + " (try 'atomr " + program + " --help')", 2);
+  std::cerr << usage.substr(0, usage.find('\n')) << '\n';
+  return 2;
 }
 
 result<std::size_t> parse_size(const std::string& text) {

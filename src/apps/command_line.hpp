@@ -26,6 +26,10 @@ inline std::optional<int> parse_command_line(const std::string& program, const s
   return parse_command_line(program, args, options, options, {}, usage, vm);
 }
 
+// A usage error: "atomr: error: <message> (try 'atomr <program> --help')", then the first line of
+// `usage`; returns 2, the exit code for usage errors.
+int usage_error(const std::string& program, const std::string& message, const std::string& usage);
+
 // "4096", "4K", "64M", "1G" -> bytes; a clear error otherwise.
 result<std::size_t> parse_size(const std::string& text);
 

@@ -508,39 +508,47 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   po::positional_options_description positional;
   positional.add("collective", 1);
   po::variables_map vm;
-  if (auto done = parse_command_line(program, args, opts, all, positional,
-                                     "usage: atomr bench coll [all_reduce|all_gather|reduce_scatter|all_to_all|"
-                                     "broadcast|reduce] [options]",
-                                     vm)) {
-    return *done;
-  }
-  auto bad = [](const error& e) { return report_error(e.message(), 2); };
+  const std::string usage =
+      "usage: atomr bench coll [all_reduce|all_gather|reduce_scatter|all_to_all|broadcast|reduce] [options]";
+  if (auto done = parse_command_line("bench coll", args, opts, all, positional, usage, vm)) return *done;
+  // Every bad value: one line naming the option and what it takes, then the usage line.
+  auto bad = [&](const std::string& option, const std::string& what) {
+    return usage_error("bench coll", option + ": " + what, usage);
+  };
   auto k = cluster::parse_coll_kind(kind);
-  if (!k) return bad(k.error_value());
+  if (!k) return bad("<collective>", k.error_value().message());
   if (*k == coll_kind::send || *k == coll_kind::recv || *k == coll_kind::barrier) {
-    return report_error("bench coll runs all_reduce, all_gather, reduce_scatter, all_to_all, broadcast or reduce", 2);
+    return bad("<collective>", "'" + kind +
+                                   "' is not benchmarked; take all_reduce, all_gather, reduce_scatter, "
+                                   "all_to_all, broadcast or reduce");
   }
   s.kind = *k;
   auto o = cluster::parse_reduce_op(op);
-  if (!o) return bad(o.error_value());
+  if (!o) return bad("-o/--op", o.error_value().message());
   s.op = *o;
   auto t = cluster::parse_dtype(type);
-  if (!t) return bad(t.error_value());
+  if (!t) return bad("-d/--datatype", t.error_value().message());
   s.type = *t;
-  for (auto [text, out] :
-       {std::pair{&min_b, &s.min_bytes}, std::pair{&max_b, &s.max_bytes}, std::pair{&many_b, &s.many_bytes}}) {
+  for (auto [name, text, out] :
+       {std::tuple{"-b/--minbytes", &min_b, &s.min_bytes}, std::tuple{"-e/--maxbytes", &max_b, &s.max_bytes},
+        std::tuple{"--many-bytes", &many_b, &s.many_bytes}}) {
     auto v = parse_size(*text);
-    if (!v) return bad(v.error_value());
+    if (!v) return bad(name, v.error_value().message());
     *out = *v;
   }
-  if (s.min_bytes > s.max_bytes) return report_error("-b is larger than -e", 2);
-  if (s.factor < 2) return report_error("-f must be at least 2", 2);
-  if (s.iters < 1 || s.warmup < 0) return report_error("-n must be positive and -w not negative", 2);
+  if (s.min_bytes > s.max_bytes) return bad("-b/--minbytes", min_b + " is larger than -e/--maxbytes " + max_b);
+  if (s.factor < 2) return bad("-f/--stepfactor", "must be at least 2, got " + std::to_string(s.factor));
+  if (s.iters < 1) return bad("-n/--iters", "must be at least 1, got " + std::to_string(s.iters));
+  if (s.warmup < 0) return bad("-w/--warmup_iters", "must not be negative, got " + std::to_string(s.warmup));
+  if (check != 0 && check != 1) return bad("-c/--check", "takes 0 or 1, got " + std::to_string(check));
+  if (blocking != 0 && blocking != 1) return bad("-z/--blocking", "takes 0 or 1, got " + std::to_string(blocking));
+  if (s.root < 0) return bad("-r/--root", "must not be negative, got " + std::to_string(s.root));
+  if (s.gpus_per_rank < 0) return bad("-g/--ngpus", "must not be negative, got " + std::to_string(s.gpus_per_rank));
+  if (s.many < 0) return bad("--many", "must not be negative, got " + std::to_string(s.many));
   if (graph != 0) {
-    return report_error(
-        "-G (CUDA graphs) is not supported: atomr's collectives are issued by the world's progress thread, not "
-        "captured on the caller's stream; run without -G (nccl-tests' -G numbers are a different measurement)",
-        2);
+    return bad("-G/--cudagraph",
+               "CUDA graphs are not supported (only 0): atomr's collectives are issued by its own threads, not "
+               "captured on the caller's stream");
   }
   s.check = check != 0;
   s.blocking = blocking != 0;

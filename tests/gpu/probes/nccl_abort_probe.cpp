@@ -84,22 +84,7 @@ int main(int argc, char** argv) {
     return r;
   };
 
-  if (rank == 1) {
-    // The stuck peer: it takes part up to the moment, then waits for rank 0 to finish.
-    if (moment != "init") {
-      CK(init());
-      settle(comm.load());
-    }
-    if (moment == "steady") {
-      for (int i = 0; i < 100; ++i) CK(all_reduce());
-      CK(cudaStreamSynchronize(stream));
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    // Its communicator is left as it is: its peer aborted, so destroying it could wait.
-    MPI_Finalize();
-    return 0;
-  }
-
+  // Both ranks take part up to the moment.
   if (moment != "init") {
     CK(init());
     settle(comm.load());
@@ -107,6 +92,13 @@ int main(int argc, char** argv) {
   if (moment == "steady") {
     for (int i = 0; i < 100; ++i) CK(all_reduce());
     CK(cudaStreamSynchronize(stream));
+  }
+  if (rank == 1) {
+    // The stuck peer: it waits for rank 0 to finish.
+    MPI_Barrier(MPI_COMM_WORLD);
+    // Its communicator is left as it is: its peer aborted, so destroying it could wait.
+    MPI_Finalize();
+    return 0;
   }
   // Nothing may hang the machine: report and leave if the call is still blocked 20 s on.
   std::atomic<bool> returned{false};

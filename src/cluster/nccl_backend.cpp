@@ -130,13 +130,10 @@ class nccl_backend final : public comm_backend {
       }
       if (!aborted_) (void)settle(members_, deadline, "ncclCommFinalize");
     }
+    watch_.stop();  // an abort the watch started has finished: the communicators are settled
     for (auto& m : members_) {
       cudaSetDevice(m.device);
-      if (aborted_) {
-        ncclCommAbort(m.comm);
-      } else {
-        ncclCommDestroy(m.comm);
-      }
+      if (!aborted_) ncclCommDestroy(m.comm);  // (abort() already freed an aborted one)
       cudaFree(m.scratch);
       cudaStreamDestroy(m.stream);
     }
@@ -473,6 +470,7 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
     };
     auto done = run();
     if (init_watch.fired()) {
+      init_watch.stop();  // its abort has finished
       // The watch aborted the communicators: they are gone.
       for (auto& m : ms) m.comm = nullptr;
       return error(errc::timeout,

@@ -9,13 +9,16 @@ namespace atomr::cluster::detail {
 stall_watch::stall_watch(std::function<void()> on_stall, std::chrono::milliseconds grace)
     : on_stall_(std::move(on_stall)), grace_(grace), thread_([this] { run(); }) {}
 
-stall_watch::~stall_watch() {
+stall_watch::~stall_watch() { stop(); }
+
+void stall_watch::stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
+  if (aborter_.joinable()) aborter_.join();
 }
 
 void stall_watch::run() {
@@ -33,7 +36,7 @@ void stall_watch::run() {
       fired_.store(true, std::memory_order_release);
       fired_at = now;
       // On a thread of its own: an abort that blocks too must not stop the grace check below.
-      std::thread([f = on_stall_] { f(); }).detach();
+      aborter_ = std::thread([this] { on_stall_(); });
     } else if (now - fired_at > grace_) {
       int rank = -1;
       MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -24,7 +24,11 @@ class stall_watch {
  public:
   using clock = std::chrono::steady_clock;
   stall_watch(std::function<void()> on_stall, std::chrono::milliseconds grace);
+  // stop().
   ~stall_watch();
+  // Stops watching and waits for an on_stall that is running (idempotent): after it, on_stall
+  // neither runs nor will.
+  void stop();
   stall_watch(const stall_watch&) = delete;
   stall_watch& operator=(const stall_watch&) = delete;
 
@@ -64,6 +68,7 @@ class stall_watch {
   std::condition_variable wake_;
   bool stopping_ = false;
   std::thread thread_;
+  std::thread aborter_;  // runs on_stall (a thread of its own: see run())
 };
 
 }  // namespace atomr::cluster::detail

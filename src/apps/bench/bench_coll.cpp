@@ -510,10 +510,11 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   po::variables_map vm;
   const std::string usage =
       "usage: atomr bench coll [all_reduce|all_gather|reduce_scatter|all_to_all|broadcast|reduce] [options]";
-  if (auto done = parse_command_line("bench coll", args, opts, all, positional, usage, vm)) return *done;
+  const std::string me = program + " coll";  // "bench coll", for the hints
+  if (auto done = parse_command_line(me, args, opts, all, positional, usage, vm)) return *done;
   // Every bad value: one line naming the option and what it takes, then the usage line.
   auto bad = [&](const std::string& option, const std::string& what) {
-    return usage_error("bench coll", option + ": " + what, usage);
+    return usage_error(me, option + ": " + what, usage);
   };
   auto k = cluster::parse_coll_kind(kind);
   if (!k) return bad("<collective>", k.error_value().message());

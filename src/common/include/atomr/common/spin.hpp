@@ -40,7 +40,12 @@ class spin_relax {
       if (!CPU_ISSET(c, &set)) continue;
       int last = c;
       while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
-      out += (out.empty() ? "" : ",") + std::to_string(c) + (last > c ? "-" + std::to_string(last) : "");
+      if (!out.empty()) out += ',';
+      out += std::to_string(c);
+      if (last > c) {
+        out += '-';
+        out += std::to_string(last);
+      }
       n += last - c + 1;
       c = last;
     }

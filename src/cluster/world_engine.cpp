@@ -477,7 +477,7 @@ void world_engine::finish_background() {
   while (!background_.empty()) {
     int done = 0;
     if (auto r = ATOMR_MPI_CHECK(MPI_Test(&background_.front()->request, &done, MPI_STATUS_IGNORE)); !r) {
-      background_.clear();
+      // (fail_world keeps the exchanges' buffers: MPI may still write into them.)
       return fail_world(r.error_value().with_context("agreeing on a packing plan across ranks"), nullptr);
     }
     if (!done) return;

@@ -57,7 +57,7 @@ void write_header(std::byte* out, const envelope_header& h) {
   std::memcpy(out, &w, sizeof(w));
 }
 
-result<envelope_header> read_header(std::span<const std::byte> bytes, const wire_limits& limits) {
+result<envelope_header> peek_header(std::span<const std::byte> bytes) {
   if (bytes.size() < k_envelope_header_size) {
     return envelope_error(bytes.size(), "truncated: " + std::to_string(bytes.size()) + " byte(s), the header needs " +
                                             std::to_string(k_envelope_header_size));
@@ -81,15 +81,6 @@ result<envelope_header> read_header(std::span<const std::byte> bytes, const wire
   if ((w.flags & k_flag_ask) && (w.flags & k_flag_reply)) {
     return envelope_error(6, "flags ask and reply are both set");
   }
-  const std::size_t present = bytes.size() - k_envelope_header_size;
-  if (w.payload_length > limits.max_payload_bytes) {
-    return envelope_error(12, "payload length " + std::to_string(w.payload_length) + " exceeds the limit of " +
-                                  std::to_string(limits.max_payload_bytes));
-  }
-  if (w.payload_length != present) {
-    return envelope_error(12, "payload length " + std::to_string(w.payload_length) + " but " + std::to_string(present) +
-                                  " byte(s) follow the header");
-  }
   envelope_header h;
   h.version = w.version;
   h.flags = w.flags;
@@ -98,6 +89,20 @@ result<envelope_header> read_header(std::span<const std::byte> bytes, const wire
   h.correlation_id = w.correlation_id;
   h.source = {w.source_rank, w.source_actor};
   h.destination = {w.destination_rank, w.destination_actor};
+  return h;
+}
+
+result<envelope_header> read_header(std::span<const std::byte> bytes, const wire_limits& limits) {
+  ATOMR_ASSIGN_OR_RETURN(envelope_header h, peek_header(bytes));
+  const std::size_t present = bytes.size() - k_envelope_header_size;
+  if (h.payload_length > limits.max_payload_bytes) {
+    return envelope_error(12, "payload length " + std::to_string(h.payload_length) + " exceeds the limit of " +
+                                  std::to_string(limits.max_payload_bytes));
+  }
+  if (h.payload_length != present) {
+    return envelope_error(12, "payload length " + std::to_string(h.payload_length) + " but " + std::to_string(present) +
+                                  " byte(s) follow the header");
+  }
   return h;
 }
 

@@ -50,10 +50,20 @@ inline constexpr tunable heartbeat_timeout{"heartbeat_timeout_ms", "ATOMR_HEARTB
 inline constexpr tunable on_failure{"on_failure", "ATOMR_ON_FAILURE", "abort",
                                     "after a rank failed: abort (end the job, MPI_Abort) or continue"};
 
+inline constexpr tunable router_queue{"router_queue", "ATOMR_ROUTER_QUEUE", "65536",
+                                      "router: messages per peer accepted but not yet sent, at most"};
+inline constexpr tunable router_overflow{"router_overflow", "ATOMR_ROUTER_OVERFLOW", "block",
+                                         "router: a send to a full queue waits (block, up to 10 s) or fails (fail)"};
+inline constexpr tunable router_packet{"router_packet", "ATOMR_ROUTER_PACKET", "65536",
+                                       "router: largest MPI message, bytes (rank 0's value is used)"};
+inline constexpr tunable router_idle{"router_idle_us", "ATOMR_ROUTER_IDLE_US", "2000",
+                                     "router: the progress thread spins this long after traffic, then naps, us"};
+
 inline constexpr std::array k_all{&log,          &wire_max_payload, &wire_max_container, &coll_init_timeout,
                                   &coll_timeout, &coll_check,       &coll_pack_bytes,    &nccl_blocking,
                                   &trace,        &trace_requests,   &heartbeat,          &heartbeat_timeout,
-                                  &on_failure};
+                                  &on_failure,   &router_queue,     &router_overflow,    &router_packet,
+                                  &router_idle};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

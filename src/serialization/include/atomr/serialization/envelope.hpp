@@ -75,6 +75,9 @@ struct envelope_view {
 namespace detail {
 void write_header(std::byte* out, const envelope_header& h);
 result<envelope_header> read_header(std::span<const std::byte> bytes, const wire_limits& limits);
+// The header's own checks (size, magic, version, flags) without the payload length ones: for a
+// reader of a byte stream that learns from the header how many bytes make the envelope.
+result<envelope_header> peek_header(std::span<const std::byte> bytes);
 error envelope_error(std::size_t offset, std::string_view what);
 }  // namespace detail
 

@@ -80,6 +80,7 @@ using wire_registry = message_registry<
     message_entry<ping, 1, "ping">,
     message_entry<error_reply, 2, "error_reply">,
     message_entry<opaque_bytes, 3, "opaque_bytes">,
+    // 4: a reply's value (its type is the asker's R, known from the correlation id; no entry)
     message_entry<fetch_request, 16, "fetch_request">,
     message_entry<fetch_ready, 17, "fetch_ready">,
     message_entry<buffer_manifest, 18, "buffer_manifest">>;

@@ -182,6 +182,8 @@ template <typename T>
 class reply_to {
  public:
   explicit reply_to(promise<T> p) : promise_(std::move(p)) {}
+  // A reply_to nobody waits for (what a decoder builds before it is bound; see cluster/router.hpp).
+  reply_to() = default;
   template <typename U = T>
   void send(U&& value) {
     promise_.set_value(std::forward<U>(value));

@@ -1,0 +1,941 @@
+// The router's transport: one progress thread per rank drives MPI on a communicator of the
+// router's own. Outbound, callers append encoded envelopes to a per-peer staging buffer under that
+// peer's lock (which orders them); the progress thread takes the whole buffer and sends it in
+// chunks of at most packet_bytes, several in flight per peer. Inbound, a ring of receives of
+// packet_bytes is preposted with MPI_ANY_SOURCE and completed strictly in posting order, which is
+// the order MPI matched them in, so each sender's chunks are read in the order sent; a
+// stream_reader per sender cuts them back into envelopes, which are delivered in order.
+#include "atomr/cluster/router.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "atomr/cluster/mpi_check.hpp"
+#include "atomr/common/log.hpp"
+#include "atomr/common/spin.hpp"
+#include "atomr/common/tunables.hpp"
+#include "router_stream.hpp"
+
+namespace atomr::cluster {
+
+namespace detail {
+namespace {
+thread_local decode_context* t_decode = nullptr;
+thread_local router_core* t_encode = nullptr;
+}  // namespace
+
+decode_context* current_decode() noexcept { return t_decode; }
+router_core* current_encode() noexcept { return t_encode; }
+encode_scope::encode_scope(router_core* core) : previous(t_encode) { t_encode = core; }
+encode_scope::~encode_scope() { t_encode = previous; }
+}  // namespace detail
+
+namespace {
+
+using serialization::envelope_header;
+using serialization::k_envelope_header_size;
+constexpr int k_packet_tag = 7;
+// At stop each rank tells each peer, on this tag, how many packets it sent it; the peer stops
+// once it has received them all (even from a stream it could not read), so nothing is left
+// unreceived on the communicator when it is freed.
+constexpr int k_goodbye_tag = 8;
+constexpr int k_send_window = 8;  // chunks in flight per peer
+
+auto logger() { return log::get("router"); }
+
+std::string actor_text(std::uint64_t actor) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "#%llx", static_cast<unsigned long long>(actor));
+  return buf;
+}
+
+class router_core_impl;
+
+// Feeds one sender's envelopes to the core.
+class delivery_sink final : public detail::stream_sink {
+ public:
+  delivery_sink(router_core_impl& core, int source) : core_(core), source_(source) {}
+  void message(const envelope_header& h, std::span<const std::byte> payload) override;
+  void oversized(const envelope_header& h) override;
+  void corrupt(const error& why) override;
+
+ private:
+  router_core_impl& core_;
+  int source_;
+};
+
+class router_core_impl final : public detail::router_core {
+ public:
+  router_core_impl(MPI_Comm comm, int rank, int size, local::actor_system& system, router_options options)
+      : comm_(comm),
+        rank_(rank),
+        size_(size),
+        system_(system),
+        options_(options),
+        limits_(serialization::default_wire_limits()) {
+    for (int p = 0; p < size_; ++p) {
+      out_.push_back(std::make_unique<peer_out>());
+      readers_.emplace_back(limits_);
+    }
+    sending_.resize(static_cast<std::size_t>(size_));
+    in_flight_per_peer_.assign(static_cast<std::size_t>(size_), 0);
+    goodbye_from_.assign(static_cast<std::size_t>(size_), 0);
+    packets_to_.assign(static_cast<std::size_t>(size_), 0);
+    packets_from_.assign(static_cast<std::size_t>(size_), 0);
+    goodbye_count_.assign(static_cast<std::size_t>(size_), 0);
+  }
+
+  ~router_core_impl() override = default;
+
+  // --- router_core -------------------------------------------------------------------------------
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  local::actor_system& system() noexcept override { return system_; }
+  const serialization::wire_limits& limits() const noexcept override { return limits_; }
+
+  result<void> submit(int peer, std::vector<std::byte>&& envelope) override {
+    if (peer < 0 || peer >= size_) {
+      return error(errc::invalid_argument,
+                   "rank " + std::to_string(peer) + " is not in the job (" + std::to_string(size_) + " ranks)");
+    }
+    if (!accepting_.load(std::memory_order_acquire)) {
+      return error(errc::unavailable, "the router of rank " + std::to_string(rank_) + " has stopped");
+    }
+    return enqueue(peer, std::move(envelope), std::this_thread::get_id() != progress_id_);
+  }
+
+  std::uint64_t expect_reply(int peer, std::string target, detail::reply_handler handler,
+                             std::chrono::steady_clock::duration timeout) override {
+    const std::uint64_t correlation = next_correlation_.fetch_add(1, std::memory_order_relaxed);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
+    auto deadline = system_.timers().after(timeout, [weak = weak_from_this(), correlation, target, ms] {
+      if (auto core = std::static_pointer_cast<router_core_impl>(weak.lock())) {
+        core->complete(correlation,
+                       error(errc::timeout, "ask to " + target + " got no reply within " + std::to_string(ms) + " ms"));
+      }
+    });
+    std::optional<error> refused;
+    {
+      std::lock_guard lock(pending_mutex_);
+      if (failed_peer_reason(peer, refused)) {
+        // Answered below, after the lock.
+      } else {
+        pending_.emplace(correlation, pending_ask{peer, std::move(target), std::move(handler), deadline});
+        return correlation;
+      }
+    }
+    deadline.cancel();
+    handler(std::move(*refused));
+    return correlation;
+  }
+
+  void abandon_reply(std::uint64_t correlation, error why) override { complete(correlation, std::move(why)); }
+
+  result<void> publish(std::uint64_t actor, std::shared_ptr<detail::inbound_target> target) override {
+    {
+      std::unique_lock lock(targets_mutex_);
+      const auto it = targets_.find(actor);
+      if (it != targets_.end() && it->second->alive()) {
+        if (it->second->actor_id() == target->actor_id()) return ok();
+        return error(errc::invalid_argument, "the name \"" + target->name() + "\" is already published on rank " +
+                                                 std::to_string(rank_) + " by another actor");
+      }
+      targets_[actor] = target;
+      stopped_.erase(actor);
+    }
+    target->when_stopped([weak = weak_from_this(), actor, id = target->actor_id(), name = target->name()] {
+      auto core = std::static_pointer_cast<router_core_impl>(weak.lock());
+      if (!core) return;
+      std::unique_lock lock(core->targets_mutex_);
+      const auto it = core->targets_.find(actor);
+      if (it != core->targets_.end() && it->second->actor_id() == id) {
+        core->targets_.erase(it);
+        core->stopped_[actor] = name;
+      }
+    });
+    return ok();
+  }
+
+  std::shared_ptr<detail::inbound_target> find(std::uint64_t actor) const override {
+    std::shared_lock lock(targets_mutex_);
+    const auto it = targets_.find(actor);
+    return it == targets_.end() ? nullptr : it->second;
+  }
+
+  void send_reply(const envelope_header& asked, result<std::vector<std::byte>> value) override {
+    serialization::envelope_route route;
+    route.source = asked.destination;
+    route.destination = asked.source;
+    route.flags = serialization::k_flag_reply;
+    route.correlation_id = asked.correlation_id;
+    std::vector<std::byte> out;
+    if (value) {
+      out.resize(k_envelope_header_size);
+      out.insert(out.end(), value->begin(), value->end());
+      envelope_header h;
+      h.flags = route.flags;
+      h.type_id = k_reply_type_id;
+      h.payload_length = static_cast<std::uint32_t>(value->size());
+      h.correlation_id = route.correlation_id;
+      h.source = route.source;
+      h.destination = route.destination;
+      if (value->size() > limits_.max_payload_bytes) {
+        value = error(errc::invalid_argument,
+                      "the reply of " + std::to_string(value->size()) + " bytes exceeds the limit of " +
+                          std::to_string(limits_.max_payload_bytes) + " (ATOMR_WIRE_MAX_PAYLOAD)");
+      } else {
+        serialization::detail::write_header(out.data(), h);
+      }
+    }
+    if (!value) {
+      auto encoded = detail::encode_envelope_of(route, serialization::to_reply(value.error_value()), limits_);
+      if (!encoded) return;
+      out = std::move(*encoded);
+    }
+    // Replies are sent even while stopping (the asker is still draining) and never wait for room:
+    // the progress thread itself may be the one answering.
+    if (auto sent = enqueue(static_cast<int>(asked.source.rank), std::move(out), false); !sent) {
+      logger()->debug("reply to rank {} not sent: {}", asked.source.rank, sent.error_value().describe());
+    }
+  }
+
+  // --- lifecycle ---------------------------------------------------------------------------------
+  result<void> start_transport() {
+    const std::size_t ring = std::clamp<std::size_t>(static_cast<std::size_t>(4 * (size_ - 1)), 16, 256);
+    recv_buffers_.resize(ring);
+    recv_requests_.assign(ring, MPI_REQUEST_NULL);
+    for (std::size_t i = 0; i < ring; ++i) {
+      recv_buffers_[i].resize(options_.packet_bytes);
+      ATOMR_TRY(post_receive(i));
+    }
+    thread_ = std::thread([this] { run(); });
+    return ok();
+  }
+
+  result<void> stop() {
+    if (stopped_once_.exchange(true)) return stop_result_;
+    // Sends stay open until every rank has entered stop() (the progress thread's barrier): a rank
+    // that is still waiting for an answer from this one gets it.
+    stop_requested_.store(true, std::memory_order_release);
+    wake();
+    if (thread_.joinable()) thread_.join();
+    // Asks still open get their answer now.
+    std::unordered_map<std::uint64_t, pending_ask> open;
+    {
+      std::lock_guard lock(pending_mutex_);
+      open.swap(pending_);
+    }
+    for (auto& [id, p] : open) {
+      p.deadline.cancel();
+      p.handler(error(errc::unavailable,
+                      "the router of rank " + std::to_string(rank_) + " stopped before " + p.target + " answered"));
+    }
+    for (auto& r : recv_requests_) {
+      if (r == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+    for (auto& r : send_requests_) {
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    }
+    if (stop_barrier_ != MPI_REQUEST_NULL) MPI_Request_free(&stop_barrier_);
+    if (goodbye_recv_ != MPI_REQUEST_NULL) {
+      MPI_Cancel(&goodbye_recv_);
+      MPI_Wait(&goodbye_recv_, MPI_STATUS_IGNORE);
+    }
+    for (auto& r : goodbye_requests_) {
+      if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
+    }
+    MPI_Comm_free(&comm_);
+    return stop_result_;
+  }
+
+  void peer_failed(int peer, const std::string& why) {
+    if (peer < 0 || peer >= size_) return;
+    {
+      std::lock_guard lock(out_[static_cast<std::size_t>(peer)]->mutex);
+      auto& o = *out_[static_cast<std::size_t>(peer)];
+      if (o.failed.load()) return;
+      o.failure = why;
+      o.failed.store(true, std::memory_order_release);
+    }
+    std::vector<pending_ask> doomed;
+    {
+      std::lock_guard lock(pending_mutex_);
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        if (it->second.peer == peer) {
+          doomed.push_back(std::move(it->second));
+          it = pending_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (auto& p : doomed) {
+      p.deadline.cancel();
+      p.handler(error(errc::unavailable, "ask to " + p.target + " failed: " + why));
+    }
+    room_.notify_all();
+    wake();
+  }
+
+  router_stats stats() const {
+    router_stats s;
+    s.sent = sent_.load();
+    s.received = received_.load();
+    s.dead_letters = dead_letters_.load();
+    s.malformed = malformed_.load();
+    s.packets_sent = packets_sent_.load();
+    s.packets_received = packets_received_.load();
+    return s;
+  }
+  const router_options& options() const noexcept { return options_; }
+
+  // --- inbound (progress thread) -----------------------------------------------------------------
+  void deliver(int source, const envelope_header& h, std::span<const std::byte> payload) {
+    received_.fetch_add(1, std::memory_order_relaxed);
+    if (static_cast<int>(h.source.rank) != source || static_cast<int>(h.destination.rank) != rank_) {
+      malformed_.fetch_add(1, std::memory_order_relaxed);
+      logger()->warn("rank {} sent an envelope addressed from rank {} to rank {}; dropped", source, h.source.rank,
+                     h.destination.rank);
+      return;
+    }
+    if (h.flags & serialization::k_flag_reply) {
+      deliver_reply(source, h, payload);
+      return;
+    }
+    const bool ask = (h.flags & serialization::k_flag_ask) != 0;
+    auto target = cached_find(h.destination.actor);
+    if (!target) {
+      std::string who;
+      {
+        std::shared_lock lock(targets_mutex_);
+        const auto it = stopped_.find(h.destination.actor);
+        who = it == stopped_.end() ? "no actor " + actor_text(h.destination.actor) : "actor \"" + it->second + "\"";
+        if (it != stopped_.end()) {
+          who += " on rank " + std::to_string(rank_) + " stopped";
+        } else {
+          who += " on rank " + std::to_string(rank_);
+        }
+      }
+      refuse(h, error(errc::unavailable, who));
+      return;
+    }
+    detail::decode_context ctx{this, h, false};
+    detail::decode_context* const previous = std::exchange(detail::t_decode, &ctx);
+    auto delivered = target->deliver(h.type_id, payload);
+    detail::t_decode = previous;
+    if (!delivered) {
+      if (delivered.error_value().code() == errc::protocol) {
+        malformed_.fetch_add(1, std::memory_order_relaxed);
+        logger()->warn("rank {} sent bytes that do not decode: {}", source, delivered.error_value().message());
+      }
+      if (ctx.reply_bound) return;  // the dropped reply_to has answered the asker
+      refuse(h, delivered.error_value().with_context("delivering to actor \"" + target->name() + "\" on rank " +
+                                                     std::to_string(rank_)));
+      return;
+    }
+    if (ask && !ctx.reply_bound) {
+      send_reply(h, error(errc::invalid_argument, "actor \"" + target->name() + "\" on rank " + std::to_string(rank_) +
+                                                      " was asked with message type id " + std::to_string(h.type_id) +
+                                                      ", which carries no reply_to"));
+    }
+  }
+
+  void oversized(int source, const envelope_header& h) {
+    malformed_.fetch_add(1, std::memory_order_relaxed);
+    const error why(errc::protocol, "rank " + std::to_string(source) + " sent a payload of " +
+                                        std::to_string(h.payload_length) + " bytes, over this rank's limit of " +
+                                        std::to_string(limits_.max_payload_bytes) + " (ATOMR_WIRE_MAX_PAYLOAD)");
+    logger()->warn("{}; skipped", why.message());
+    if ((h.flags & serialization::k_flag_ask) && static_cast<int>(h.source.rank) == source) send_reply(h, why);
+  }
+
+  void corrupt(int source, const error& why) {
+    malformed_.fetch_add(1, std::memory_order_relaxed);
+    logger()->error("the byte stream from rank {} is malformed ({}); nothing more from rank {} is read", source,
+                    why.message(), source);
+  }
+
+ private:
+  struct peer_out {
+    std::mutex mutex;
+    std::vector<std::byte> staging;  // envelopes back to back, in the order accepted
+    std::size_t staged = 0;          // envelopes in staging
+    std::atomic<std::size_t> queued{0};
+    std::atomic<bool> failed{false};
+    std::string failure;  // under mutex
+    bool closed = false;  // under mutex: goodbye staged, nothing may follow it
+  };
+  struct outgoing {
+    std::vector<std::byte> bytes;
+    std::size_t offset = 0;  // next byte to send
+    std::size_t messages = 0;
+    int chunks_open = 0;  // chunks handed to MPI, not complete
+  };
+  struct send_slot {
+    int peer = 0;
+    std::shared_ptr<outgoing> buffer;
+  };
+  struct pending_ask {
+    int peer;
+    std::string target;
+    detail::reply_handler handler;
+    local::timer_handle deadline;
+  };
+  friend class delivery_sink;
+
+  // Under pending_mutex_: whether `peer` failed (then `why` holds the error).
+  bool failed_peer_reason(int peer, std::optional<error>& why) {
+    if (peer < 0 || peer >= size_) return false;
+    auto& o = *out_[static_cast<std::size_t>(peer)];
+    if (!o.failed.load(std::memory_order_acquire)) return false;
+    std::lock_guard lock(o.mutex);
+    why = error(errc::unavailable, "rank " + std::to_string(peer) + " failed: " + o.failure);
+    return true;
+  }
+
+  result<void> enqueue(int peer, std::vector<std::byte>&& envelope, bool may_block) {
+    auto& o = *out_[static_cast<std::size_t>(peer)];
+    if (may_block && o.queued.load(std::memory_order_acquire) >= options_.queue_limit) {
+      ATOMR_TRY(wait_for_room(peer, o));
+    }
+    {
+      std::lock_guard lock(o.mutex);
+      if (o.failed.load(std::memory_order_relaxed)) {
+        return error(errc::unavailable, "rank " + std::to_string(peer) + " failed: " + o.failure);
+      }
+      if (o.closed) {
+        return error(errc::unavailable, "the router of rank " + std::to_string(rank_) + " has said goodbye to rank " +
+                                            std::to_string(peer) + " (stopped)");
+      }
+      if (o.staging.empty()) {
+        o.staging.swap(envelope);
+      } else {
+        o.staging.insert(o.staging.end(), envelope.begin(), envelope.end());
+      }
+      ++o.staged;
+      o.queued.fetch_add(1, std::memory_order_acq_rel);
+    }
+    // seq_cst with the progress thread's sleeping_/has_output_ pair: one of the two sees the other.
+    has_output_.store(true);
+    if (sleeping_.load()) wake();
+    return ok();
+  }
+
+  result<void> wait_for_room(int peer, peer_out& o) {
+    const std::string full = "the router's queue to rank " + std::to_string(peer) + " is full (" +
+                             std::to_string(options_.queue_limit) + " messages, ATOMR_ROUTER_QUEUE)";
+    if (options_.on_full == overflow::fail) return error(errc::resource_exhausted, full);
+    std::unique_lock lock(room_mutex_);
+    const bool room = room_.wait_for(lock, options_.block_timeout, [&] {
+      return o.queued.load(std::memory_order_acquire) < options_.queue_limit || o.failed.load() || !accepting_.load();
+    });
+    if (!room) {
+      return error(errc::timeout, full + "; no room within " + std::to_string(options_.block_timeout.count()) + " ms");
+    }
+    return ok();
+  }
+
+  void wake() {
+    std::lock_guard lock(wake_mutex_);
+    wake_cv_.notify_one();
+  }
+
+  void complete(std::uint64_t correlation, result<std::span<const std::byte>> value) {
+    std::optional<pending_ask> p;
+    {
+      std::lock_guard lock(pending_mutex_);
+      const auto it = pending_.find(correlation);
+      if (it == pending_.end()) return;
+      p.emplace(std::move(it->second));
+      pending_.erase(it);
+    }
+    p->deadline.cancel();
+    p->handler(std::move(value));
+  }
+
+  void deliver_reply(int source, const envelope_header& h, std::span<const std::byte> payload) {
+    std::string target;
+    {
+      std::lock_guard lock(pending_mutex_);
+      const auto it = pending_.find(h.correlation_id);
+      if (it == pending_.end() || it->second.peer != source) {
+        // Late (after the deadline) or not ours: nothing waits for it.
+        logger()->debug("reply {} from rank {} matches no open ask; dropped", h.correlation_id, source);
+        return;
+      }
+      target = it->second.target;
+    }
+    if (h.type_id == k_reply_type_id) {
+      complete(h.correlation_id, payload);
+      return;
+    }
+    if (h.type_id == serialization::message_id<serialization::error_reply>()) {
+      auto reply = serialization::decode<serialization::error_reply>(payload, "error_reply", limits_);
+      if (!reply) {
+        complete(h.correlation_id, reply.error_value().with_context("reading the error reply of " + target));
+        return;
+      }
+      error e = serialization::to_error(*reply);
+      // The far rank knows a named actor it never had only by its id; this side knows the name.
+      const std::string unknown = "no actor " + actor_text(h.source.actor) + " on rank " + std::to_string(source);
+      if (e.code() == errc::unavailable && e.message() == unknown) e = error(errc::unavailable, "no " + target);
+      complete(h.correlation_id, std::move(e));
+      return;
+    }
+    complete(h.correlation_id,
+             error(errc::protocol, "the reply of " + target + " has message type id " + std::to_string(h.type_id)));
+  }
+
+  void refuse(const envelope_header& h, const error& why) {
+    if (h.flags & serialization::k_flag_ask) {
+      send_reply(h, why);
+      return;
+    }
+    dead_letters_.fetch_add(1, std::memory_order_relaxed);
+    logger()->warn("dead letter: message type id {} from rank {}: {}", h.type_id, h.source.rank, why.message());
+  }
+
+  std::shared_ptr<detail::inbound_target> cached_find(std::uint64_t actor) {
+    // Streams of many messages go to one actor: skip the shared lock while it stays the same
+    // and alive. (The cache holds a reference; a stopped actor drops out at the alive() check.)
+    if (cache_ && cache_actor_ == actor && cache_->alive()) return cache_;
+    cache_ = find(actor);
+    cache_actor_ = actor;
+    if (cache_ && !cache_->alive()) cache_.reset();
+    return cache_;
+  }
+
+  result<void> post_receive(std::size_t i) {
+    return ATOMR_MPI_CHECK(MPI_Irecv(recv_buffers_[i].data(), static_cast<int>(options_.packet_bytes), MPI_BYTE,
+                                     MPI_ANY_SOURCE, k_packet_tag, comm_, &recv_requests_[i]));
+  }
+
+  // --- the progress thread -----------------------------------------------------------------------
+  void run() {
+    progress_id_ = std::this_thread::get_id();
+    const spin_relax relax;
+    auto last_activity = std::chrono::steady_clock::now();
+    std::optional<std::chrono::steady_clock::time_point> drain_deadline;
+    bool said_goodbye = false;
+    for (;;) {
+      bool active = false;
+      auto step = progress_once(active);
+      if (!step) {
+        fail_transport(step.error_value());
+        return;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (stop_requested_.load(std::memory_order_acquire)) {
+        if (!drain_deadline) {
+          drain_deadline = now + options_.drain_timeout;
+          // With a failed rank there is no barrier to be had: close at once.
+          if (any_peer_failed()) {
+            accepting_.store(false, std::memory_order_release);
+          } else if (auto b = ATOMR_MPI_CHECK(MPI_Ibarrier(comm_, &stop_barrier_)); !b) {
+            fail_transport(b.error_value());
+            return;
+          }
+        }
+        if (stop_barrier_ != MPI_REQUEST_NULL) {
+          int all_stopping = 0;
+          if (auto t = ATOMR_MPI_CHECK(MPI_Test(&stop_barrier_, &all_stopping, MPI_STATUS_IGNORE)); !t) {
+            fail_transport(t.error_value());
+            return;
+          }
+          if (all_stopping) {
+            accepting_.store(false, std::memory_order_release);
+            active = true;
+          } else if (now > *drain_deadline) {
+            stop_result_ = error(errc::timeout, "router stop: not every rank called stop() within " +
+                                                    std::to_string(options_.drain_timeout.count()) + " ms");
+            return;
+          }
+        } else if (!said_goodbye && nothing_to_send()) {
+          if (auto g = say_goodbye(); !g) {
+            fail_transport(g.error_value());
+            return;
+          }
+          said_goodbye = true;
+          active = true;
+        } else if (said_goodbye && nothing_to_send() && finished_goodbyes()) {
+          return;
+        } else if (now > *drain_deadline) {
+          stop_result_ = error(errc::timeout, "router stop: " + drain_status() + " after " +
+                                                  std::to_string(options_.drain_timeout.count()) + " ms");
+          return;
+        }
+      }
+      if (active) {
+        last_activity = now;
+        continue;
+      }
+      if (now - last_activity < options_.idle_after) {
+        relax();
+        continue;
+      }
+      // Idle: sleep briefly (a sender wakes us at once; receives are looked at every 100 us).
+      std::unique_lock lock(wake_mutex_);
+      sleeping_.store(true);
+      if (!has_output_.load() && !stop_requested_.load()) {
+        wake_cv_.wait_for(lock, std::chrono::microseconds(100));
+      }
+      sleeping_.store(false);
+    }
+  }
+
+  result<void> progress_once(bool& active) {
+    // Take what callers staged.
+    if (has_output_.exchange(false, std::memory_order_acq_rel)) {
+      for (int p = 0; p < size_; ++p) {
+        auto& o = *out_[static_cast<std::size_t>(p)];
+        std::vector<std::byte> bytes;
+        std::size_t messages = 0;
+        {
+          std::lock_guard lock(o.mutex);
+          if (o.staged == 0) continue;
+          bytes.swap(o.staging);
+          messages = o.staged;
+          o.staged = 0;
+          if (!spare_.empty()) {
+            o.staging.swap(spare_.back());
+            spare_.pop_back();
+          }
+        }
+        auto buffer = std::make_shared<outgoing>();
+        buffer->bytes = std::move(bytes);
+        buffer->messages = messages;
+        sending_[static_cast<std::size_t>(p)].push_back(std::move(buffer));
+        active = true;
+      }
+    }
+    // Hand chunks to MPI.
+    for (int p = 0; p < size_; ++p) {
+      auto& queue = sending_[static_cast<std::size_t>(p)];
+      while (!queue.empty() && in_flight_per_peer_[static_cast<std::size_t>(p)] < k_send_window) {
+        auto& front = queue.front();
+        if (out_[static_cast<std::size_t>(p)]->failed.load(std::memory_order_acquire)) {
+          // Nothing more goes to a failed rank; its queue is released.
+          out_[static_cast<std::size_t>(p)]->queued.fetch_sub(front->messages);
+          queue.pop_front();
+          continue;
+        }
+        const std::size_t n = std::min(options_.packet_bytes, front->bytes.size() - front->offset);
+        MPI_Request r;
+        ATOMR_TRY(ATOMR_MPI_CHECK(
+            MPI_Isend(front->bytes.data() + front->offset, static_cast<int>(n), MPI_BYTE, p, k_packet_tag, comm_, &r)));
+        front->offset += n;
+        ++front->chunks_open;
+        ++packets_to_[static_cast<std::size_t>(p)];
+        ++in_flight_per_peer_[static_cast<std::size_t>(p)];
+        send_requests_.push_back(r);
+        send_slots_.push_back({p, front});
+        packets_sent_.fetch_add(1, std::memory_order_relaxed);
+        active = true;
+        if (front->offset == front->bytes.size()) queue.pop_front();
+      }
+    }
+    // Finished sends.
+    if (!send_requests_.empty()) {
+      int done = 0;
+      completed_.resize(send_requests_.size());
+      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Testsome(static_cast<int>(send_requests_.size()), send_requests_.data(), &done,
+                                             completed_.data(), MPI_STATUSES_IGNORE)));
+      if (done > 0 && done != MPI_UNDEFINED) {
+        active = true;
+        bool freed = false;
+        for (int i = 0; i < done; ++i) {
+          auto& slot = send_slots_[static_cast<std::size_t>(completed_[static_cast<std::size_t>(i)])];
+          --in_flight_per_peer_[static_cast<std::size_t>(slot.peer)];
+          if (--slot.buffer->chunks_open == 0 && slot.buffer->offset == slot.buffer->bytes.size()) {
+            out_[static_cast<std::size_t>(slot.peer)]->queued.fetch_sub(slot.buffer->messages,
+                                                                        std::memory_order_acq_rel);
+            sent_.fetch_add(slot.buffer->messages, std::memory_order_relaxed);
+            if (slot.buffer->bytes.capacity() <= options_.packet_bytes * 4 && spare_.size() < 64) {
+              slot.buffer->bytes.clear();
+              spare_.push_back(std::move(slot.buffer->bytes));
+            }
+            freed = true;
+          }
+          slot.buffer.reset();
+        }
+        // Compact: drop the completed (null) requests, keeping the others' order.
+        std::size_t w = 0;
+        for (std::size_t i = 0; i < send_requests_.size(); ++i) {
+          if (send_requests_[i] == MPI_REQUEST_NULL) continue;
+          if (w != i) {
+            send_requests_[w] = send_requests_[i];
+            send_slots_[w] = std::move(send_slots_[i]);
+          }
+          ++w;
+        }
+        send_requests_.resize(w);
+        send_slots_.resize(w);
+        if (freed) {
+          std::lock_guard lock(room_mutex_);
+          room_.notify_all();
+        }
+      }
+    }
+    // Receives, strictly in posting order.
+    for (int looked = 0; looked < static_cast<int>(recv_requests_.size()); ++looked) {
+      int flag = 0;
+      MPI_Status status;
+      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Test(&recv_requests_[head_], &flag, &status)));
+      if (!flag) break;
+      active = true;
+      packets_received_.fetch_add(1, std::memory_order_relaxed);
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      const int source = status.MPI_SOURCE;
+      if (source >= 0 && source < size_) {
+        ++packets_from_[static_cast<std::size_t>(source)];
+        delivery_sink sink(*this, source);
+        readers_[static_cast<std::size_t>(source)].feed(
+            std::span<const std::byte>(recv_buffers_[head_].data(), static_cast<std::size_t>(count)), sink);
+      }
+      ATOMR_TRY(post_receive(head_));
+      head_ = (head_ + 1) % recv_requests_.size();
+    }
+    return ok();
+  }
+
+  bool finished_goodbyes() {
+    auto done = poll_goodbyes();
+    if (!done) {
+      fail_transport(done.error_value());
+      return true;
+    }
+    return *done;
+  }
+
+  bool any_peer_failed() const {
+    for (const auto& o : out_) {
+      if (o->failed.load()) return true;
+    }
+    return false;
+  }
+
+  bool nothing_to_send() const {
+    if (!send_requests_.empty() || has_output_.load()) return false;
+    for (std::size_t p = 0; p < sending_.size(); ++p) {
+      if (!sending_[p].empty()) return false;
+      if (out_[p]->queued.load() != 0 && !out_[p]->failed.load()) return false;
+    }
+    return true;
+  }
+
+  result<void> say_goodbye() {
+    for (int p = 0; p < size_; ++p) {
+      auto& o = *out_[static_cast<std::size_t>(p)];
+      {
+        std::lock_guard lock(o.mutex);
+        o.closed = true;
+      }
+      if (o.failed.load()) continue;
+      MPI_Request r;
+      ATOMR_TRY(ATOMR_MPI_CHECK(
+          MPI_Isend(&packets_to_[static_cast<std::size_t>(p)], 1, MPI_UINT64_T, p, k_goodbye_tag, comm_, &r)));
+      goodbye_requests_.push_back(r);
+    }
+    return ok();
+  }
+
+  // Collects goodbyes; true when each live peer's has come and all its packets are in.
+  result<bool> poll_goodbyes() {
+    for (;;) {
+      if (goodbye_recv_ == MPI_REQUEST_NULL) {
+        ATOMR_TRY(ATOMR_MPI_CHECK(
+            MPI_Irecv(&goodbye_value_, 1, MPI_UINT64_T, MPI_ANY_SOURCE, k_goodbye_tag, comm_, &goodbye_recv_)));
+      }
+      int flag = 0;
+      MPI_Status status;
+      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Test(&goodbye_recv_, &flag, &status)));
+      if (!flag) break;
+      if (status.MPI_SOURCE >= 0 && status.MPI_SOURCE < size_) {
+        goodbye_from_[static_cast<std::size_t>(status.MPI_SOURCE)] = 1;
+        goodbye_count_[static_cast<std::size_t>(status.MPI_SOURCE)] = goodbye_value_;
+      }
+    }
+    if (!goodbye_requests_.empty()) {
+      int all = 0;
+      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Testall(static_cast<int>(goodbye_requests_.size()), goodbye_requests_.data(), &all,
+                                            MPI_STATUSES_IGNORE)));
+      if (!all) return false;
+      goodbye_requests_.clear();
+    }
+    return heard_all_goodbyes();
+  }
+
+  bool heard_all_goodbyes() const {
+    for (int p = 0; p < size_; ++p) {
+      const auto i = static_cast<std::size_t>(p);
+      if (out_[i]->failed.load()) continue;
+      if (!goodbye_from_[i] || packets_from_[i] < goodbye_count_[i]) return false;
+    }
+    return true;
+  }
+
+  std::string drain_status() const {
+    std::string silent;
+    for (int p = 0; p < size_; ++p) {
+      if (goodbye_from_[static_cast<std::size_t>(p)] || out_[static_cast<std::size_t>(p)]->failed.load()) continue;
+      silent += silent.empty() ? "" : ", ";
+      silent += std::to_string(p);
+    }
+    if (silent.empty()) return "messages to peers still unsent or unreceived";
+    return "no goodbye from rank(s) " + silent + " (did every rank call stop()?)";
+  }
+
+  void fail_transport(const error& e) {
+    logger()->error("router progress failed: {}; the router stops", e.describe());
+    stop_result_ = e;
+    accepting_.store(false);
+    for (int p = 0; p < size_; ++p) {
+      auto& o = *out_[static_cast<std::size_t>(p)];
+      std::lock_guard lock(o.mutex);
+      o.failure = "the router's transport failed: " + e.message();
+      o.failed.store(true);
+    }
+    room_.notify_all();
+  }
+
+  MPI_Comm comm_;
+  const int rank_;
+  const int size_;
+  local::actor_system& system_;
+  const router_options options_;
+  const serialization::wire_limits limits_;
+
+  std::atomic<bool> accepting_{true};
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> stopped_once_{false};
+  MPI_Request stop_barrier_ = MPI_REQUEST_NULL;
+  result<void> stop_result_ = ok();
+
+  std::vector<std::unique_ptr<peer_out>> out_;
+  std::atomic<bool> has_output_{false};
+  std::mutex room_mutex_;
+  std::condition_variable room_;
+  std::mutex wake_mutex_;
+  std::condition_variable wake_cv_;
+  std::atomic<bool> sleeping_{false};
+
+  std::mutex pending_mutex_;
+  std::unordered_map<std::uint64_t, pending_ask> pending_;
+  std::atomic<std::uint64_t> next_correlation_{1};
+
+  mutable std::shared_mutex targets_mutex_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<detail::inbound_target>> targets_;
+  std::unordered_map<std::uint64_t, std::string> stopped_;  // names of published actors that stopped
+
+  // Progress thread only.
+  std::thread thread_;
+  std::thread::id progress_id_;
+  std::vector<std::deque<std::shared_ptr<outgoing>>> sending_;
+  std::vector<int> in_flight_per_peer_;
+  std::vector<MPI_Request> send_requests_;
+  std::vector<send_slot> send_slots_;
+  std::vector<int> completed_;
+  std::vector<std::vector<std::byte>> spare_;
+  std::vector<std::vector<std::byte>> recv_buffers_;
+  std::vector<MPI_Request> recv_requests_;
+  std::size_t head_ = 0;
+  std::vector<detail::stream_reader> readers_;
+  std::vector<char> goodbye_from_;
+  std::vector<std::uint64_t> packets_to_;     // packets sent to each peer
+  std::vector<std::uint64_t> packets_from_;   // packets received from each peer
+  std::vector<std::uint64_t> goodbye_count_;  // packets each peer says it sent here
+  std::vector<MPI_Request> goodbye_requests_;
+  MPI_Request goodbye_recv_ = MPI_REQUEST_NULL;
+  std::uint64_t goodbye_value_ = 0;
+  std::shared_ptr<detail::inbound_target> cache_;
+  std::uint64_t cache_actor_ = 0;
+
+  std::atomic<std::uint64_t> sent_{0}, received_{0}, dead_letters_{0}, malformed_{0}, packets_sent_{0},
+      packets_received_{0};
+};
+
+void delivery_sink::message(const envelope_header& h, std::span<const std::byte> payload) {
+  core_.deliver(source_, h, payload);
+}
+void delivery_sink::oversized(const envelope_header& h) { core_.oversized(source_, h); }
+void delivery_sink::corrupt(const error& why) { core_.corrupt(source_, why); }
+
+result<std::size_t> size_tunable(const tunable& t, std::size_t minimum) {
+  ATOMR_ASSIGN_OR_RETURN(std::int64_t v, tunable_int(t));
+  if (v < static_cast<std::int64_t>(minimum)) {
+    return error(errc::invalid_argument,
+                 std::string(t.env) + "=" + std::to_string(v) + ": must be at least " + std::to_string(minimum));
+  }
+  return static_cast<std::size_t>(v);
+}
+
+}  // namespace
+
+result<router_options> router_options::from_environment() {
+  router_options o;
+  ATOMR_ASSIGN_OR_RETURN(o.queue_limit, size_tunable(tunables::router_queue, 1));
+  ATOMR_ASSIGN_OR_RETURN(o.packet_bytes, size_tunable(tunables::router_packet, 4096));
+  if (o.packet_bytes > (std::size_t{1} << 30)) {
+    return error(errc::invalid_argument,
+                 "ATOMR_ROUTER_PACKET=" + std::to_string(o.packet_bytes) + ": at most 1073741824 bytes");
+  }
+  ATOMR_ASSIGN_OR_RETURN(std::size_t idle, size_tunable(tunables::router_idle, 0));
+  o.idle_after = std::chrono::microseconds(idle);
+  const std::string policy = tunable_value(tunables::router_overflow);
+  if (policy == "block") {
+    o.on_full = overflow::block;
+  } else if (policy == "fail") {
+    o.on_full = overflow::fail;
+  } else {
+    return error(errc::invalid_argument, "ATOMR_ROUTER_OVERFLOW=" + policy + ": expected block or fail");
+  }
+  return o;
+}
+
+result<std::unique_ptr<router>> router::start(MPI_Comm world, local::actor_system& system, router_options options) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_dup(world, &comm)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)));
+  int rank = 0;
+  int size = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(comm, &size)));
+  // Receives are posted at the packet size, so every rank must use rank 0's.
+  unsigned long long packet = options.packet_bytes;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Bcast(&packet, 1, MPI_UNSIGNED_LONG_LONG, 0, comm)));
+  if (packet != options.packet_bytes) {
+    log::get("router")->warn("packet size {} differs from rank 0's {}; using rank 0's", options.packet_bytes, packet);
+    options.packet_bytes = packet;
+  }
+  auto core = std::make_shared<router_core_impl>(comm, rank, size, system, options);
+  ATOMR_TRY(core->start_transport());
+  log::get("router")->debug("router up: {} ranks, packets of {} bytes", size, options.packet_bytes);
+  return std::unique_ptr<router>(new router(std::move(core)));
+}
+
+router::~router() {
+  if (auto r = stop(); !r) log::get("router")->error("router stop: {}", r.error_value().describe());
+}
+
+result<void> router::stop() { return static_cast<router_core_impl&>(*core_).stop(); }
+
+void router::peer_failed(int rank, const std::string& why) {
+  static_cast<router_core_impl&>(*core_).peer_failed(rank, why);
+}
+
+router_stats router::stats() const { return static_cast<const router_core_impl&>(*core_).stats(); }
+
+const router_options& router::options() const noexcept {
+  return static_cast<const router_core_impl&>(*core_).options();
+}
+
+}  // namespace atomr::cluster

@@ -76,6 +76,20 @@ struct fetch_ready {
   }
 };
 
+// An exported buffer as other ranks see it: its token, size and element type, and the tag of the
+// job that exported it (a token from another job is refused by name, not misread).
+struct remote_buffer {
+  gpu_token token;
+  std::uint64_t bytes = 0;
+  std::uint8_t dtype = 0;  // atomr::local::dtype
+  std::uint32_t job = 0;
+  friend bool operator==(const remote_buffer&, const remote_buffer&) = default;
+  template <typename A>
+  void serialize(A& ar) {
+    ar(token, bytes, dtype, job);
+  }
+};
+
 // One exported buffer with its name, element type and shape.
 struct named_buffer {
   std::string name;

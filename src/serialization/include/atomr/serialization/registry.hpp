@@ -83,7 +83,10 @@ using wire_registry = message_registry<
     // 4: a reply's value (its type is the asker's R, known from the correlation id; no entry)
     message_entry<fetch_request, 16, "fetch_request">,
     message_entry<fetch_ready, 17, "fetch_ready">,
-    message_entry<buffer_manifest, 18, "buffer_manifest">>;
+    message_entry<buffer_manifest, 18, "buffer_manifest">,
+    message_entry<remote_buffer, 19, "remote_buffer">>;
+// Also atomr's, registered where their types live (they hold a reply_to from the local layer):
+//   0x100 fetch_ask (cluster/buffer_registry.cpp)
 // clang-format on
 
 template <typename T, typename Registry = wire_registry>

@@ -1,0 +1,500 @@
+// The buffer registry: exports (a table of leased blocks), the owner's fetch server (an actor
+// published through the router as "atomr.buffers"), and a transfer thread that moves the bytes
+// with MPI on a communicator of the registry's own, one tag per transfer, so transfers between
+// a pair never depend on each other's order.
+#include "atomr/cluster/buffer_registry.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "atomr/cluster/mpi_check.hpp"
+#include "atomr/common/log.hpp"
+#include "atomr/common/spin.hpp"
+
+namespace atomr::cluster {
+
+// The fetch request with its answer: the owner posts its send, then answers with the length.
+struct fetch_ask {
+  serialization::fetch_request request;
+  std::uint32_t job = 0;
+  std::uint32_t consumer = 0;  // the rank the bytes go to
+  local::reply_to<serialization::fetch_ready> reply;
+  template <class A>
+  void serialize(A& ar) {
+    ar(request, job, consumer, reply);
+  }
+};
+
+}  // namespace atomr::cluster
+
+// atomr's own id (see registry.hpp): a type of the cluster layer, since it holds a reply_to.
+template <>
+struct atomr::serialization::user_message<atomr::cluster::fetch_ask> {
+  static constexpr std::uint32_t id = 0x100;
+  static constexpr std::string_view name = "fetch_ask";
+};
+
+namespace atomr::cluster {
+
+std::string_view to_string(fetch_route r) noexcept {
+  switch (r) {
+    case fetch_route::local_copy: return "device copy";
+    case fetch_route::peer_copy: return "peer copy";
+    case fetch_route::mpi_staged: return "MPI, staged through host memory";
+  }
+  return "?";
+}
+
+namespace detail {
+namespace {
+constexpr const char* k_server_name = "atomr.buffers";
+auto logger() { return log::get("buffers"); }
+}  // namespace
+
+// Moves bytes with MPI: posts sends and receives, completes them in any order, and calls each
+// one's continuation on this thread.
+class transfer_thread {
+ public:
+  explicit transfer_thread(MPI_Comm comm) : comm_(comm), thread_([this] { run(); }) {}
+  ~transfer_thread() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  using done_fn = std::function<void(result<void>)>;
+  void send(int peer, int tag, std::shared_ptr<std::vector<std::byte>> bytes, done_fn done) {
+    post(op{true, peer, tag, std::move(bytes), std::move(done)});
+  }
+  void receive(int peer, int tag, std::shared_ptr<std::vector<std::byte>> bytes, done_fn done) {
+    post(op{false, peer, tag, std::move(bytes), std::move(done)});
+  }
+  // Fails every transfer with `peer` (it failed).
+  void fail_peer(int peer, const error& why) {
+    std::lock_guard lock(mutex_);
+    failed_.emplace_back(peer, why);
+  }
+
+ private:
+  struct op {
+    bool is_send;
+    int peer;
+    int tag;
+    std::shared_ptr<std::vector<std::byte>> bytes;
+    done_fn done;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+
+  void post(op o) {
+    {
+      std::lock_guard lock(mutex_);
+      incoming_.push_back(std::move(o));
+    }
+    cv_.notify_one();
+  }
+
+  void run() {
+    const spin_relax relax;
+    std::list<op> active;
+    for (;;) {
+      std::vector<op> fresh;
+      std::vector<std::pair<int, error>> failed;
+      {
+        std::unique_lock lock(mutex_);
+        if (active.empty()) {
+          cv_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
+        }
+        if (stopping_ && incoming_.empty() && active.empty()) return;
+        if (stopping_) {
+          // Whatever is still in flight will not finish: the registry is going away.
+          for (auto& o : incoming_) o.done(error(errc::aborted, "the buffer registry stopped"));
+          incoming_.clear();
+          for (auto& o : active) {
+            if (!o.is_send) MPI_Cancel(&o.request);
+            MPI_Request_free(&o.request);
+            o.done(error(errc::aborted, "the buffer registry stopped"));
+          }
+          return;
+        }
+        fresh.swap(incoming_);
+        failed = failed_;  // a failed peer stays failed
+      }
+      for (auto& o : fresh) {
+        const int count = static_cast<int>(o.bytes->size());
+        auto posted =
+            o.is_send ? ATOMR_MPI_CHECK(MPI_Isend(o.bytes->data(), count, MPI_BYTE, o.peer, o.tag, comm_, &o.request))
+                      : ATOMR_MPI_CHECK(MPI_Irecv(o.bytes->data(), count, MPI_BYTE, o.peer, o.tag, comm_, &o.request));
+        if (!posted) {
+          o.done(posted.error_value());
+          continue;
+        }
+        active.push_back(std::move(o));
+      }
+      for (auto it = active.begin(); it != active.end();) {
+        std::optional<error> peer_failure;
+        for (auto& [peer, why] : failed) {
+          if (peer == it->peer) peer_failure = why;
+        }
+        if (peer_failure) {
+          MPI_Cancel(&it->request);
+          MPI_Request_free(&it->request);
+          it->done(*peer_failure);
+          it = active.erase(it);
+          continue;
+        }
+        int flag = 0;
+        MPI_Status status;
+        auto tested = ATOMR_MPI_CHECK(MPI_Test(&it->request, &flag, &status));
+        if (!tested || flag) {
+          if (tested && !it->is_send) {
+            int got = 0;
+            MPI_Get_count(&status, MPI_BYTE, &got);
+            if (static_cast<std::size_t>(got) != it->bytes->size()) {
+              tested = error(errc::protocol, "rank " + std::to_string(it->peer) + " sent " + std::to_string(got) +
+                                                 " bytes for a fetch of " + std::to_string(it->bytes->size()));
+            }
+          }
+          it->done(std::move(tested));
+          it = active.erase(it);
+          continue;
+        }
+        ++it;
+      }
+      if (!active.empty()) relax();
+    }
+  }
+
+  MPI_Comm comm_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<op> incoming_;
+  std::vector<std::pair<int, error>> failed_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: started once the rest is built
+};
+
+class registry_state : public std::enable_shared_from_this<registry_state> {
+ public:
+  struct export_entry {
+    std::shared_ptr<local::buffer_block> block;
+    local::dtype type;
+    local::timer_handle expiry;
+  };
+
+  router* router_ = nullptr;
+  std::vector<local::device> devices;
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  std::uint32_t job = 0;
+  std::unique_ptr<transfer_thread> mover;
+  std::atomic<std::uint32_t> next_tag{1};
+
+  mutable std::mutex mutex;
+  std::unordered_map<std::uint64_t, export_entry> exports;
+  std::unordered_map<std::uint64_t, std::string> ended;  // buffer id -> why it ended
+  std::uint64_t next_export = 1;
+  local::actor_ref<fetch_ask> server;
+
+  const local::device* device_of(const local::buffer_block& block) const {
+    const auto s = block.state.lock();
+    if (!s) return nullptr;
+    for (const auto& d : devices) {
+      if (d.state() == s) return &d;
+    }
+    return nullptr;
+  }
+
+  // The export behind `token`, validated (owner side).
+  result<export_entry> resolve(const gpu_token& token) const {
+    std::lock_guard lock(mutex);
+    const auto it = exports.find(token.buffer_id);
+    if (it == exports.end()) {
+      const auto gone = ended.find(token.buffer_id);
+      if (gone != ended.end()) return error(errc::stale_ref, to_string(token) + ": " + gone->second);
+      return error(errc::stale_ref, to_string(token) + ": no such export on rank " + std::to_string(rank));
+    }
+    if (it->second.block->generation != token.generation) {
+      return error(errc::stale_ref,
+                   to_string(token) + ": exported in generation " + std::to_string(it->second.block->generation));
+    }
+    if (auto v = local::validate_block(*it->second.block); !v) {
+      return v.error_value().with_context("resolving " + to_string(token));
+    }
+    return it->second;
+  }
+
+  void end_export(std::uint64_t id, const std::string& why) {
+    std::lock_guard lock(mutex);
+    const auto it = exports.find(id);
+    if (it == exports.end()) return;
+    it->second.expiry.cancel();
+    exports.erase(it);
+    ended[id] = why;
+  }
+
+  // Owner side of a remote fetch: read the bytes, post the send, answer.
+  void serve(fetch_ask& ask, int consumer) {
+    const auto& req = ask.request;
+    if (ask.job != job) {
+      ask.reply.fail(error(errc::invalid_argument, "token from another job (job tag " + std::to_string(ask.job) +
+                                                       ", this job " + std::to_string(job) + ")"));
+      return;
+    }
+    auto entry = resolve(req.token);
+    if (!entry) {
+      ask.reply.fail(entry.error_value());
+      return;
+    }
+    const std::size_t bytes = entry->block->bytes;
+    if (req.offset != 0 || req.length > bytes) {
+      ask.reply.fail(error(errc::invalid_argument, "fetch of [" + std::to_string(req.offset) + ", " +
+                                                       std::to_string(req.offset + req.length) + ") from " +
+                                                       std::to_string(bytes) + " bytes"));
+      return;
+    }
+    const local::device* dev = device_of(*entry->block);
+    if (!dev) {
+      ask.reply.fail(error(errc::stale_ref, to_string(req.token) + ": its device is gone"));
+      return;
+    }
+    auto staging = std::make_shared<std::vector<std::byte>>(req.length);
+    auto whole = local::gpu_ref<std::uint8_t>(entry->block);
+    auto reply = std::make_shared<local::reply_to<serialization::fetch_ready>>(std::move(ask.reply));
+    auto ready = serialization::fetch_ready{req.token, req.length, req.transfer_tag};
+    // Reads after the writes ordered on the buffer (the device's read tickets), on its stream.
+    auto read = dev->download(
+        whole, std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(staging->data()), staging->size()));
+    read.then([self = shared_from_this(), staging, reply, ready, consumer](const result<void>& r) {
+      if (!r) {
+        reply->fail(r.error_value().with_context("reading the exported buffer"));
+        return;
+      }
+      self->mover->send(consumer, static_cast<int>(ready.transfer_tag), staging, [](result<void> sent) {
+        if (!sent) logger()->warn("fetch send failed: {}", sent.error_value().describe());
+      });
+      reply->send(ready);
+    });
+  }
+};
+
+namespace {
+class fetch_server : public local::actor<fetch_ask> {
+ public:
+  explicit fetch_server(std::weak_ptr<registry_state> state) : state_(std::move(state)) {}
+  void receive(fetch_ask& ask) override {
+    auto s = state_.lock();
+    if (!s) {
+      ask.reply.fail(error(errc::unavailable, "the buffer registry has stopped"));
+      return;
+    }
+    s->serve(ask, static_cast<int>(ask.consumer));
+  }
+
+ private:
+  std::weak_ptr<registry_state> state_;
+};
+}  // namespace
+
+}  // namespace detail
+
+result<std::unique_ptr<buffer_registry>> buffer_registry::start(MPI_Comm world, router& r,
+                                                                std::vector<local::device> devices) {
+  auto state = std::make_shared<detail::registry_state>();
+  state->router_ = &r;
+  state->devices = std::move(devices);
+  state->rank = r.rank();
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_dup(world, &state->comm)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(state->comm, MPI_ERRORS_RETURN)));
+  // The job's tag: tokens carry it, so one from another job is refused by name.
+  std::uint32_t job = 0;
+  if (state->rank == 0) {
+    std::random_device rd;
+    while (job == 0) job = rd();
+  }
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Bcast(&job, 1, MPI_UINT32_T, 0, state->comm)));
+  state->job = job;
+  state->mover = std::make_unique<detail::transfer_thread>(state->comm);
+  auto server = r.core()->system().spawn<detail::fetch_server>(local::spawn_options{.name = "atomr.buffers"},
+                                                               std::weak_ptr<detail::registry_state>(state));
+  if (!server) return server.error_value().with_context("starting the buffer registry");
+  state->server = *server;
+  ATOMR_TRY(r.publish("atomr.buffers", *server));
+  return std::unique_ptr<buffer_registry>(new buffer_registry(std::move(state)));
+}
+
+buffer_registry::~buffer_registry() {
+  state_->server.stop();
+  state_->mover.reset();
+  {
+    std::lock_guard lock(state_->mutex);
+    for (auto& [id, e] : state_->exports) e.expiry.cancel();
+    state_->exports.clear();
+  }
+  MPI_Comm_free(&state_->comm);
+}
+
+local::future<remote_buffer> buffer_registry::export_block(const std::shared_ptr<local::buffer_block>& block,
+                                                           local::dtype type,
+                                                           std::optional<std::chrono::milliseconds> lease) {
+  local::promise<remote_buffer> out;
+  auto result_future = out.get_future();
+  if (!block) {
+    out.set_error(error(errc::invalid_argument, "export of an empty gpu_ref"));
+    return result_future;
+  }
+  if (auto v = local::validate_block(*block); !v) {
+    out.set_error(v.error_value().with_context("exporting a buffer"));
+    return result_future;
+  }
+  const local::device* dev = state_->device_of(*block);
+  if (!dev) {
+    out.set_error(error(errc::invalid_argument, "buffer " + std::to_string(block->id) +
+                                                    " is not on a device this rank's buffer registry serves"));
+    return result_future;
+  }
+  // A one-byte read ordered after the buffer's earlier writes: once it is back, they are done.
+  auto probe = std::make_shared<std::uint8_t>(0);
+  local::future<void> settled;
+  if (block->bytes > 0) {
+    settled = dev->download(local::gpu_ref<std::uint8_t>(block), std::span<std::uint8_t>(probe.get(), 1));
+  } else {
+    local::promise<void> none;
+    none.set_value();
+    settled = none.get_future();
+  }
+  auto shared = std::make_shared<local::promise<remote_buffer>>(std::move(out));
+  settled.then([state = state_, block, type, lease, shared, probe, device = dev->index()](const result<void>& r) {
+    if (!r) {
+      shared->set_error(r.error_value().with_context("exporting buffer " + std::to_string(block->id)));
+      return;
+    }
+    remote_buffer handle;
+    {
+      std::lock_guard lock(state->mutex);
+      const std::uint64_t id = state->next_export++;
+      handle.token =
+          gpu_token{static_cast<std::uint32_t>(state->rank), static_cast<std::uint32_t>(device), id, block->generation};
+      handle.bytes = block->bytes;
+      handle.dtype = static_cast<std::uint8_t>(type);
+      handle.job = state->job;
+      detail::registry_state::export_entry entry{block, type, {}};
+      if (lease) {
+        entry.expiry = state->router_->core()->system().timers().after(
+            *lease, [weak = std::weak_ptr(state), id, ms = lease->count()] {
+              if (auto s = weak.lock()) s->end_export(id, "its lease of " + std::to_string(ms) + " ms expired");
+            });
+      }
+      state->exports.emplace(id, std::move(entry));
+    }
+    shared->set_value(handle);
+  });
+  return result_future;
+}
+
+result<void> buffer_registry::release(const remote_buffer& handle) {
+  if (static_cast<int>(handle.token.node_id) != state_->rank || handle.job != state_->job) {
+    return error(errc::invalid_argument, "release of " + to_string(handle.token) + ": rank " +
+                                             std::to_string(state_->rank) + " of this job does not own it");
+  }
+  {
+    std::lock_guard lock(state_->mutex);
+    if (!state_->exports.contains(handle.token.buffer_id)) {
+      return error(errc::invalid_argument, "release of " + to_string(handle.token) + ": not exported (or released)");
+    }
+  }
+  state_->end_export(handle.token.buffer_id, "released by its owner (rank " + std::to_string(state_->rank) + ")");
+  return ok();
+}
+
+local::future<void> buffer_registry::fetch_block(const remote_buffer& handle,
+                                                 const std::shared_ptr<local::buffer_block>& into, local::dtype type) {
+  local::promise<void> out;
+  auto done = out.get_future();
+  auto fail = [&](error e) {
+    out.set_error(e.with_context("fetching " + to_string(handle.token)));
+    return done;
+  };
+  if (handle.job != state_->job) {
+    return fail(error(errc::invalid_argument, "token from another job (job tag " + std::to_string(handle.job) +
+                                                  ", this job " + std::to_string(state_->job) + ")"));
+  }
+  if (!into) return fail(error(errc::invalid_argument, "fetch into an empty gpu_ref"));
+  if (handle.dtype != static_cast<std::uint8_t>(type)) {
+    return fail(
+        error(errc::invalid_argument, "element type mismatch: the buffer holds " +
+                                          std::string(local::to_string(static_cast<local::dtype>(handle.dtype))) +
+                                          ", the target " + std::string(local::to_string(type))));
+  }
+  if (into->bytes < handle.bytes) {
+    return fail(error(errc::invalid_argument, "the target holds " + std::to_string(into->bytes) +
+                                                  " bytes, the buffer " + std::to_string(handle.bytes)));
+  }
+  if (auto v = local::validate_block(*into); !v) return fail(v.error_value());
+  const local::device* dst_dev = state_->device_of(*into);
+  if (!dst_dev) return fail(error(errc::invalid_argument, "the target is not on a device this registry serves"));
+  const local::gpu_ref<std::uint8_t> dst(into);
+  const int owner = static_cast<int>(handle.token.node_id);
+  if (owner == state_->rank) {
+    auto entry = state_->resolve(handle.token);
+    if (!entry) return fail(entry.error_value());
+    const local::gpu_ref<std::uint8_t> src(entry->block);
+    const local::device* src_dev = state_->device_of(*entry->block);
+    return src_dev == dst_dev || src_dev == nullptr ? dst_dev->copy(dst, src) : dst_dev->copy_from_peer(dst, src);
+  }
+  const std::uint32_t tag = state_->next_tag.fetch_add(1) % (1u << 20) + 1;  // within every MPI's tag range
+  fetch_ask ask;
+  ask.request = serialization::fetch_request{handle.token, 0, handle.bytes, tag};
+  ask.job = handle.job;
+  ask.consumer = static_cast<std::uint32_t>(state_->rank);
+  auto server = state_->router_->lookup<fetch_ask>(owner, detail::k_server_name);
+  auto shared = std::make_shared<local::promise<void>>(std::move(out));
+  auto answer = server.ask<serialization::fetch_ready>(
+      [&](local::reply_to<serialization::fetch_ready> reply) {
+        ask.reply = std::move(reply);
+        return std::move(ask);
+      },
+      std::chrono::seconds(60));
+  answer.then([state = state_, shared, owner, dst, dst_dev = *dst_dev, token = handle.token,
+               bytes = handle.bytes](const result<serialization::fetch_ready>& ready) {
+    if (!ready) {
+      shared->set_error(ready.error_value().with_context("fetching " + to_string(token)));
+      return;
+    }
+    auto staging = std::make_shared<std::vector<std::byte>>(bytes);
+    state->mover->receive(owner, static_cast<int>(ready->transfer_tag), staging,
+                          [shared, staging, dst, dst_dev, token](result<void> got) {
+                            if (!got) {
+                              shared->set_error(got.error_value().with_context("receiving " + to_string(token)));
+                              return;
+                            }
+                            dst_dev
+                                .upload(dst,
+                                        std::span<const std::uint8_t>(
+                                            reinterpret_cast<const std::uint8_t*>(staging->data()), staging->size()))
+                                .then([shared, staging](const result<void>& up) { shared->set_result(up); });
+                          });
+  });
+  return done;
+}
+
+fetch_route buffer_registry::route_from(int owner_rank) const {
+  if (owner_rank != state_->rank) return fetch_route::mpi_staged;
+  return state_->devices.size() > 1 ? fetch_route::peer_copy : fetch_route::local_copy;
+}
+
+std::size_t buffer_registry::exported() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->exports.size();
+}
+
+std::uint32_t buffer_registry::job_tag() const { return state_->job; }
+
+}  // namespace atomr::cluster

@@ -1,0 +1,90 @@
+// GPU (or host-device) buffers named by token across the job. A rank exports a buffer and gets a
+// remote_buffer (gpu_token + size + element type + job tag) that can travel inside any message;
+// any rank fetches it into a buffer of its own.
+//
+//   // rank 0
+//   auto handle = registry->export_buffer(buf).get().value();     // waits for buf's earlier writes
+//   consumer.tell(work{handle});                                  // a remote_buffer member
+//   // rank 1, in the consumer
+//   registry->fetch(msg.handle, local_buf).then(...);             // the bytes, GPU to GPU
+//
+// Paths (fetch_path() says which a pair takes; `atomr info` prints it):
+// - the owner is this process: a device copy (same device) or a peer copy (another device);
+// - another process: the owner reads the buffer into pinned host memory on its device's stream
+//   (after the writes ordered before the export), MPI carries the bytes on the registry's own
+//   communicator with a tag per transfer, and the consumer uploads them. The bytes never go
+//   through the router; only the small fetch request and its answer do.
+//   (CUDA IPC within a node and NCCL send/recv across nodes are not built yet; see README.)
+//
+// Leases: the owner keeps an exported buffer alive until it calls release() or the lease given at
+// export expires. After that, and after the owner's device is rebuilt (a new generation), a fetch
+// fails with errc::stale_ref saying which ("released by its owner", "lease expired", "generation").
+// A token from another job fails with errc::invalid_argument naming both job tags. A fetch in
+// flight when the owner fails ends with the liveness/router error naming the rank.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "atomr/cluster/router.hpp"
+#include "atomr/local/device/device.hpp"
+#include "atomr/serialization/messages.hpp"
+
+namespace atomr::cluster {
+
+using serialization::remote_buffer;
+
+enum class fetch_route { local_copy, peer_copy, mpi_staged };
+std::string_view to_string(fetch_route r) noexcept;
+
+namespace detail {
+class registry_state;
+}
+
+class buffer_registry {
+ public:
+  // Collective over `world`: every rank calls it with its router (which must outlive the
+  // registry) and the devices whose buffers it exports or fetches into.
+  static result<std::unique_ptr<buffer_registry>> start(MPI_Comm world, router& r, std::vector<local::device> devices);
+  ~buffer_registry();
+  buffer_registry(const buffer_registry&) = delete;
+  buffer_registry& operator=(const buffer_registry&) = delete;
+
+  // Exports `buffer` (one of this rank's devices). Resolves once the writes already ordered on
+  // the buffer are done, so every fetch sees them. `lease`: the export ends by itself after it.
+  template <local::device_element T>
+  local::future<remote_buffer> export_buffer(const local::gpu_ref<T>& buffer,
+                                             std::optional<std::chrono::milliseconds> lease = std::nullopt) {
+    return export_block(buffer.block(), local::dtype_of<T>::value, lease);
+  }
+
+  // Ends an export (owner only); later fetches fail with stale_ref. Errors: invalid_argument
+  // (not exported here, or already released).
+  result<void> release(const remote_buffer& handle);
+
+  // Copies the exported bytes into `into` (at least as large, same element type). Resolves when
+  // the bytes are in `into`.
+  template <local::device_element T>
+  local::future<void> fetch(const remote_buffer& handle, const local::gpu_ref<T>& into) {
+    return fetch_block(handle, into.block(), local::dtype_of<T>::value);
+  }
+
+  // How a fetch from `owner_rank`'s buffers into this rank's would travel.
+  fetch_route route_from(int owner_rank) const;
+  // Exports alive now.
+  std::size_t exported() const;
+  std::uint32_t job_tag() const;
+
+ private:
+  explicit buffer_registry(std::shared_ptr<detail::registry_state> state) : state_(std::move(state)) {}
+  local::future<remote_buffer> export_block(const std::shared_ptr<local::buffer_block>& block, local::dtype type,
+                                            std::optional<std::chrono::milliseconds> lease);
+  local::future<void> fetch_block(const remote_buffer& handle, const std::shared_ptr<local::buffer_block>& into,
+                                  local::dtype type);
+  std::shared_ptr<detail::registry_state> state_;
+};
+
+}  // namespace atomr::cluster

@@ -1,0 +1,164 @@
+// Buffers by token across ranks (host devices, MPI path; the gpu build runs the same on GPUs):
+// exact bytes of fetched buffers, a fetch right after a write, leases, releases, rebuilds, and
+// tokens that are not this job's.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "atomr/cluster/buffer_registry.hpp"
+#include "world_fixture.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using atomr::errc;
+using atomr::cluster::buffer_registry;
+using atomr::cluster::remote_buffer;
+using atomr::cluster::router;
+namespace local = atomr::local;
+
+class buffers_test : public atomr::testing::world_fixture {
+ protected:
+  void SetUp() override {
+    world_fixture::SetUp();
+    if (IsSkipped()) return;
+    router_ = std::move(router::start(MPI_COMM_WORLD, sys_).value());
+    registry_ = std::move(buffer_registry::start(MPI_COMM_WORLD, *router_, {dev_}).value());
+  }
+  void TearDown() override {
+    registry_.reset();
+    if (router_) {
+      EXPECT_TRUE(router_->stop());
+    }
+  }
+  // Every rank's handle, gathered (tokens are plain bytes; a message would do as well).
+  std::vector<remote_buffer> all_handles(const remote_buffer& mine) {
+    std::vector<remote_buffer> all(static_cast<std::size_t>(size_));
+    MPI_Allgather(&mine, sizeof(remote_buffer), MPI_BYTE, all.data(), sizeof(remote_buffer), MPI_BYTE, MPI_COMM_WORLD);
+    return all;
+  }
+  std::vector<std::uint32_t> pattern(int owner, std::size_t n) {
+    std::mt19937 rng(static_cast<unsigned>(owner * 7919 + n));
+    std::vector<std::uint32_t> v(n);
+    for (auto& x : v) x = static_cast<std::uint32_t>(rng());
+    return v;
+  }
+  local::gpu_ref<std::uint32_t> filled(const std::vector<std::uint32_t>& values) { return buffer(values); }
+
+  std::unique_ptr<router> router_;
+  std::unique_ptr<buffer_registry> registry_;
+};
+
+TEST_F(buffers_test, fetched_buffers_hold_the_exact_bytes) {
+  for (const std::size_t n : {std::size_t{1}, std::size_t{1027}, std::size_t{1} << 18, std::size_t{1} << 22}) {
+    const auto mine = pattern(rank_, n);
+    auto buf = filled(mine);
+    auto handle = registry_->export_buffer(buf).get();
+    ASSERT_TRUE(handle) << handle.error_value();
+    EXPECT_EQ(handle->bytes, n * 4);
+    const auto handles = all_handles(*handle);
+    // From the next rank (another process, or this one at 1 rank) and from this rank itself.
+    for (const int owner : {(rank_ + 1) % size_, rank_}) {
+      auto into = dev_.allocate<std::uint32_t>(n).get().value();
+      auto got = registry_->fetch(handles[static_cast<std::size_t>(owner)], into).get();
+      ASSERT_TRUE(got) << n << " words from rank " << owner << ": " << got.error_value();
+      EXPECT_EQ(read(into), pattern(owner, n)) << n << " words from rank " << owner;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);  // every fetch of this buffer is done before it is released
+    ASSERT_TRUE(registry_->release(*handle));
+  }
+  EXPECT_EQ(registry_->exported(), 0u);
+}
+
+TEST_F(buffers_test, a_fetch_right_after_a_write_sees_it) {
+  const std::size_t n = 1 << 16;
+  auto buf = dev_.allocate<std::uint32_t>(n).get().value();
+  const auto values = pattern(rank_ + 100, n);
+  // The upload is not waited for: the export orders itself after it.
+  auto upload = dev_.upload(buf, std::span<const std::uint32_t>(values));
+  auto handle = registry_->export_buffer(buf).get();
+  ASSERT_TRUE(handle) << handle.error_value();
+  ASSERT_TRUE(upload.get());
+  const auto handles = all_handles(*handle);
+  const int owner = (rank_ + size_ - 1) % size_;
+  auto into = dev_.allocate<std::uint32_t>(n).get().value();
+  ASSERT_TRUE(registry_->fetch(handles[static_cast<std::size_t>(owner)], into).get());
+  EXPECT_EQ(read(into), pattern(owner + 100, n));
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_F(buffers_test, released_rebuilt_and_expired_exports_are_stale) {
+  const std::size_t n = 64;
+  auto into = dev_.allocate<std::uint32_t>(n).get().value();
+  const int owner = (rank_ + 1) % size_;
+  auto expect_stale = [&](const remote_buffer& h, const std::string& why) {
+    auto got = registry_->fetch(h, into).get();
+    ASSERT_FALSE(got) << "expected a stale_ref saying " << why;
+    EXPECT_EQ(got.error_value().code(), errc::stale_ref) << got.error_value();
+    EXPECT_NE(got.error_value().message().find(why), std::string::npos) << got.error_value();
+  };
+
+  // Released by the owner.
+  auto released = registry_->export_buffer(filled(pattern(rank_, n))).get().value();
+  auto handles = all_handles(released);
+  MPI_Barrier(MPI_COMM_WORLD);
+  ASSERT_TRUE(registry_->release(released));
+  auto twice = registry_->release(released);
+  ASSERT_FALSE(twice);
+  EXPECT_EQ(twice.error_value().code(), errc::invalid_argument);
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_stale(handles[static_cast<std::size_t>(owner)], "released by its owner (rank " + std::to_string(owner) + ")");
+
+  // Lease expired (the owner waits until its own registry has ended the export).
+  auto leased = registry_->export_buffer(filled(pattern(rank_, n)), 50ms).get().value();
+  handles = all_handles(leased);
+  while (registry_->exported() != 0) std::this_thread::yield();
+  MPI_Barrier(MPI_COMM_WORLD);
+  expect_stale(handles[static_cast<std::size_t>(owner)], "its lease of 50 ms expired");
+
+  // The owner's device rebuilt (a new generation).
+  auto rebuilt = registry_->export_buffer(filled(pattern(rank_, n))).get().value();
+  handles = all_handles(rebuilt);
+  MPI_Barrier(MPI_COMM_WORLD);
+  dev_.state()->bump_generation();
+  MPI_Barrier(MPI_COMM_WORLD);
+  into = dev_.allocate<std::uint32_t>(n).get().value();  // the old target is stale too now
+  expect_stale(handles[static_cast<std::size_t>(owner)], "generation");
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_F(buffers_test, foreign_tokens_and_wrong_targets_are_refused_by_name) {
+  auto mine = registry_->export_buffer(filled(pattern(rank_, 16))).get().value();
+  auto foreign = mine;
+  foreign.job ^= 0x5a5a5a5a;
+  auto into = dev_.allocate<std::uint32_t>(16).get().value();
+  auto got = registry_->fetch(foreign, into).get();
+  ASSERT_FALSE(got);
+  EXPECT_EQ(got.error_value().code(), errc::invalid_argument);
+  EXPECT_NE(got.error_value().message().find("token from another job"), std::string::npos) << got.error_value();
+
+  auto small = dev_.allocate<std::uint32_t>(8).get().value();
+  got = registry_->fetch(mine, small).get();
+  ASSERT_FALSE(got);
+  EXPECT_NE(got.error_value().message().find("the target holds 32 bytes, the buffer 64"), std::string::npos)
+      << got.error_value();
+
+  auto floats = dev_.allocate<float>(16).get().value();
+  auto typed = registry_->fetch(mine, floats).get();
+  ASSERT_FALSE(typed);
+  EXPECT_NE(typed.error_value().message().find("element type mismatch"), std::string::npos) << typed.error_value();
+
+  // Another rank's release is refused.
+  const auto handles = all_handles(mine);
+  if (size_ > 1) {
+    auto other = registry_->release(handles[static_cast<std::size_t>((rank_ + 1) % size_)]);
+    ASSERT_FALSE(other);
+    EXPECT_EQ(other.error_value().code(), errc::invalid_argument);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+}  // namespace

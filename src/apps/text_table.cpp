@@ -39,4 +39,10 @@ std::string format_bytes(unsigned long long bytes) {
   return buf.data();
 }
 
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
 }  // namespace atomr::apps

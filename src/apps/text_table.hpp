@@ -19,6 +19,9 @@ class text_table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// v with `digits` decimals: fixed(3.14159, 2) == "3.14".
+std::string fixed(double v, int digits);
+
 // 149795225600 -> "139.5 GiB"
 std::string format_bytes(unsigned long long bytes);
 

@@ -71,11 +71,12 @@ class transfer_thread {
   }
 
   using done_fn = std::function<void(result<void>)>;
-  void send(int peer, int tag, std::shared_ptr<std::vector<std::byte>> bytes, done_fn done) {
-    post(op{true, peer, tag, std::move(bytes), std::move(done)});
+  // `keep` holds the memory at [data, data + bytes) until `done` has run.
+  void send(int peer, int tag, const void* data, std::size_t bytes, std::shared_ptr<const void> keep, done_fn done) {
+    post(op{true, peer, tag, const_cast<void*>(data), bytes, std::move(keep), std::move(done)});
   }
-  void receive(int peer, int tag, std::shared_ptr<std::vector<std::byte>> bytes, done_fn done) {
-    post(op{false, peer, tag, std::move(bytes), std::move(done)});
+  void receive(int peer, int tag, void* data, std::size_t bytes, std::shared_ptr<const void> keep, done_fn done) {
+    post(op{false, peer, tag, data, bytes, std::move(keep), std::move(done)});
   }
   // Fails every transfer with `peer` (it failed).
   void fail_peer(int peer, const error& why) {
@@ -88,7 +89,9 @@ class transfer_thread {
     bool is_send;
     int peer;
     int tag;
-    std::shared_ptr<std::vector<std::byte>> bytes;
+    void* data;
+    std::size_t bytes;
+    std::shared_ptr<const void> keep;
     done_fn done;
     MPI_Request request = MPI_REQUEST_NULL;
   };
@@ -128,10 +131,9 @@ class transfer_thread {
         failed = failed_;  // a failed peer stays failed
       }
       for (auto& o : fresh) {
-        const int count = static_cast<int>(o.bytes->size());
-        auto posted =
-            o.is_send ? ATOMR_MPI_CHECK(MPI_Isend(o.bytes->data(), count, MPI_BYTE, o.peer, o.tag, comm_, &o.request))
-                      : ATOMR_MPI_CHECK(MPI_Irecv(o.bytes->data(), count, MPI_BYTE, o.peer, o.tag, comm_, &o.request));
+        const int count = static_cast<int>(o.bytes);
+        auto posted = o.is_send ? ATOMR_MPI_CHECK(MPI_Isend(o.data, count, MPI_BYTE, o.peer, o.tag, comm_, &o.request))
+                                : ATOMR_MPI_CHECK(MPI_Irecv(o.data, count, MPI_BYTE, o.peer, o.tag, comm_, &o.request));
         if (!posted) {
           o.done(posted.error_value());
           continue;
@@ -157,9 +159,9 @@ class transfer_thread {
           if (tested && !it->is_send) {
             int got = 0;
             MPI_Get_count(&status, MPI_BYTE, &got);
-            if (static_cast<std::size_t>(got) != it->bytes->size()) {
+            if (static_cast<std::size_t>(got) != it->bytes) {
               tested = error(errc::protocol, "rank " + std::to_string(it->peer) + " sent " + std::to_string(got) +
-                                                 " bytes for a fetch of " + std::to_string(it->bytes->size()));
+                                                 " bytes for a fetch of " + std::to_string(it->bytes));
             }
           }
           it->done(std::move(tested));
@@ -202,6 +204,39 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
   std::unordered_map<std::uint64_t, std::string> ended;  // buffer id -> why it ended
   std::uint64_t next_export = 1;
   local::actor_ref<fetch_ask> server;
+
+  // Host memory for staged transfers: uninitialized, and reused (a few buffers are kept), since
+  // zeroing and first-touching tens of MiB per fetch would cost more than moving them.
+  std::shared_ptr<std::byte> staging(std::size_t bytes) {
+    std::unique_ptr<std::byte[]> mem;
+    {
+      std::lock_guard lock(staging_mutex);
+      for (auto it = spare.begin(); it != spare.end(); ++it) {
+        if (it->first >= bytes && it->first <= 2 * bytes + 4096) {
+          bytes = it->first;
+          mem = std::move(it->second);
+          spare.erase(it);
+          break;
+        }
+      }
+    }
+    if (!mem) mem.reset(new std::byte[std::max<std::size_t>(bytes, 1)]);
+    return std::shared_ptr<std::byte>(mem.release(), [weak = weak_from_this(), bytes](std::byte* p) {
+      auto self = weak.lock();
+      if (!self) {
+        delete[] p;
+        return;
+      }
+      std::lock_guard lock(self->staging_mutex);
+      if (self->spare.size() >= 4) {
+        delete[] p;
+        return;
+      }
+      self->spare.emplace_back(bytes, std::unique_ptr<std::byte[]>(p));
+    });
+  }
+  std::mutex staging_mutex;
+  std::vector<std::pair<std::size_t, std::unique_ptr<std::byte[]>>> spare;
 
   const local::device* device_of(const local::buffer_block& block) const {
     const auto s = block.state.lock();
@@ -265,22 +300,32 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
       ask.reply.fail(error(errc::stale_ref, to_string(req.token) + ": its device is gone"));
       return;
     }
-    auto staging = std::make_shared<std::vector<std::byte>>(req.length);
-    auto whole = local::gpu_ref<std::uint8_t>(entry->block);
     auto reply = std::make_shared<local::reply_to<serialization::fetch_ready>>(std::move(ask.reply));
-    auto ready = serialization::fetch_ready{req.token, req.length, req.transfer_tag};
-    // Reads after the writes ordered on the buffer (the device's read tickets), on its stream.
-    auto read = dev->download(
-        whole, std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(staging->data()), staging->size()));
-    read.then([self = shared_from_this(), staging, reply, ready, consumer](const result<void>& r) {
+    const auto ready = serialization::fetch_ready{req.token, req.length, req.transfer_tag};
+    auto send = [self = shared_from_this(), reply, ready, consumer](const void* data,
+                                                                    std::shared_ptr<const void> keep) {
+      self->mover->send(consumer, static_cast<int>(ready.transfer_tag), data, ready.length, std::move(keep),
+                        [](result<void> sent) {
+                          if (!sent) logger()->warn("fetch send failed: {}", sent.error_value().describe());
+                        });
+      reply->send(ready);
+    };
+    if (dev->kind() == local::device_kind::host) {
+      // Host memory: MPI reads the buffer itself (the export waited for the writes before it).
+      send(entry->block->ptr, entry->block);
+      return;
+    }
+    // Device memory: read into host memory on the device's stream, after the writes ordered on the
+    // buffer (the device's read tickets), then send.
+    auto staging = this->staging(req.length);
+    auto read = dev->download(local::gpu_ref<std::uint8_t>(entry->block),
+                              std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(staging.get()), req.length));
+    read.then([reply, staging, send](const result<void>& r) {
       if (!r) {
         reply->fail(r.error_value().with_context("reading the exported buffer"));
         return;
       }
-      self->mover->send(consumer, static_cast<int>(ready.transfer_tag), staging, [](result<void> sent) {
-        if (!sent) logger()->warn("fetch send failed: {}", sent.error_value().describe());
-      });
-      reply->send(ready);
+      send(staging.get(), staging);
     });
   }
 };
@@ -468,19 +513,27 @@ local::future<void> buffer_registry::fetch_block(const remote_buffer& handle,
       shared->set_error(ready.error_value().with_context("fetching " + to_string(token)));
       return;
     }
-    auto staging = std::make_shared<std::vector<std::byte>>(bytes);
-    state->mover->receive(owner, static_cast<int>(ready->transfer_tag), staging,
-                          [shared, staging, dst, dst_dev, token](result<void> got) {
-                            if (!got) {
-                              shared->set_error(got.error_value().with_context("receiving " + to_string(token)));
-                              return;
-                            }
-                            dst_dev
-                                .upload(dst,
-                                        std::span<const std::uint8_t>(
-                                            reinterpret_cast<const std::uint8_t*>(staging->data()), staging->size()))
-                                .then([shared, staging](const result<void>& up) { shared->set_result(up); });
-                          });
+    if (dst_dev.kind() == local::device_kind::host) {
+      // Host memory: MPI writes the target itself (it is the caller's until the future resolves).
+      state->mover->receive(owner, static_cast<int>(ready->transfer_tag), dst.block()->ptr, bytes, dst.block(),
+                            [shared, token](result<void> got) {
+                              if (!got) got = got.error_value().with_context("receiving " + to_string(token));
+                              shared->set_result(std::move(got));
+                            });
+      return;
+    }
+    auto staging = state->staging(bytes);
+    state->mover->receive(
+        owner, static_cast<int>(ready->transfer_tag), staging.get(), bytes, staging,
+        [shared, staging, dst, dst_dev, token, bytes](result<void> got) {
+          if (!got) {
+            shared->set_error(got.error_value().with_context("receiving " + to_string(token)));
+            return;
+          }
+          dst_dev
+              .upload(dst, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(staging.get()), bytes))
+              .then([shared, staging](const result<void>& up) { shared->set_result(up); });
+        });
   });
   return done;
 }

@@ -10,6 +10,10 @@
 
 #include "atomr/cluster/buffer_registry.hpp"
 #include "world_fixture.hpp"
+#if ATOMR_WORLD_TEST_CUDA
+#include "../gpu/slow_fill_kernel.hpp"
+#include "atomr/local/cuda_check.hpp"
+#endif
 
 namespace {
 
@@ -89,6 +93,37 @@ TEST_F(buffers_test, a_fetch_right_after_a_write_sees_it) {
   EXPECT_EQ(read(into), pattern(owner + 100, n));
   MPI_Barrier(MPI_COMM_WORLD);
 }
+
+#if ATOMR_WORLD_TEST_CUDA
+TEST_F(buffers_test, a_fetch_right_after_a_kernel_wrote_sees_it) {
+  const std::size_t n = 1 << 22;  // 16 MiB
+  auto src = dev_.allocate<std::int32_t>(n).get().value();
+  const std::int32_t value = 4242 + rank_;
+  // A kernel that takes a while, not waited for: the export orders itself after it.
+  auto writing = dev_.run(
+      [src, value](const local::stream_context& ctx) -> atomr::result<void> {
+        ATOMR_ASSIGN_OR_RETURN(std::int32_t * p, src.data());
+        return ATOMR_CUDA_CHECK(
+            atomr::test::launch_slow_fill(p, src.size(), value, 20'000'000, static_cast<cudaStream_t>(ctx.stream)));
+      },
+      {src.block()});
+  auto handle = registry_->export_buffer(src).get();
+  ASSERT_TRUE(handle) << handle.error_value();
+  ASSERT_TRUE(writing.get());
+  const auto handles = all_handles(*handle);
+  const int owner = (rank_ + 1) % size_;
+  auto into = dev_.allocate<std::int32_t>(n).get().value();
+  ASSERT_TRUE(dev_.fill_bytes(into, 0).get());
+  auto got = registry_->fetch(handles[static_cast<std::size_t>(owner)], into).get();
+  ASSERT_TRUE(got) << got.error_value();
+  std::vector<std::int32_t> out(n);
+  ASSERT_TRUE(dev_.download(into, std::span<std::int32_t>(out)).get());
+  std::size_t wrong = 0;
+  for (auto v : out) wrong += v != 4242 + owner ? 1 : 0;
+  EXPECT_EQ(wrong, 0u);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+#endif
 
 TEST_F(buffers_test, released_rebuilt_and_expired_exports_are_stale) {
   const std::size_t n = 64;

@@ -20,6 +20,7 @@
 #include "atomr/common/version.hpp"
 #include "atomr/local/device/half.hpp"
 #include "atomr/local/devices.hpp"
+#include "bench/bench_meta.hpp"
 #include "bench/coll_raw.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
@@ -58,15 +59,6 @@ struct row {
 };
 
 double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
-
-std::string utc_now() {
-  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // The collective's per-rank count for `bytes` of total buffer, as nccl-tests sizes them.
 bool splits(coll_kind k) {

@@ -22,12 +22,6 @@ namespace po = boost::program_options;
 namespace atomr::apps {
 namespace {
 
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
-  return buf;
-}
-
 int bench_wire(bool json) {
   const auto cases = bench::run_wire_benchmarks();
   if (json) {
@@ -187,9 +181,12 @@ int run_bench(const std::string& program, const std::vector<std::string>& args) 
   // (`atomr bench coll --help` arrives as "--help coll": the global --help goes first.)
   const auto named =
       std::find_if(args.begin(), args.end(), [](const std::string& a) { return a.empty() || a[0] != '-'; });
-  if (named != args.end() && *named == "coll") {
+  // So do route and fetch (MPI programs, run under mpirun).
+  if (named != args.end() && (*named == "coll" || *named == "route" || *named == "fetch")) {
     std::vector<std::string> rest(args.begin(), named);
     rest.insert(rest.end(), named + 1, args.end());
+    if (*named == "route") return run_bench_route(program, rest);
+    if (*named == "fetch") return run_bench_fetch(program, rest);
     return run_bench_coll(program, rest);
   }
   po::options_description opts("atomr " + program + " options");
@@ -219,7 +216,10 @@ int run_bench(const std::string& program, const std::vector<std::string>& args) 
           "  p2p     GPU-to-GPU copy bandwidth and latency vs cudaMemcpyPeerAsync (needs two GPUs)\n"
           "  device  allocate, upload, download and run round trips through a device actor vs direct calls\n"
           "  coll    collectives through atomr vs direct NCCL (or MPI on the host backend); run under mpirun;\n"
-          "          nccl-tests options: 'atomr bench coll --help'",
+          "          nccl-tests options: 'atomr bench coll --help'\n"
+          "  route   remote ask round trip and tell rate between 2 ranks vs raw MPI ('atomr bench route --help')\n"
+          "  fetch   token fetch latency and bandwidth between 2 ranks vs the raw transfer ('atomr bench fetch "
+          "--help')",
           vm)) {
     return *done;
   }

@@ -12,6 +12,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "atomr/cluster/liveness.hpp"
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/log.hpp"
 #include "atomr/common/spin.hpp"
@@ -198,6 +199,7 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
   std::uint32_t job = 0;
   std::unique_ptr<transfer_thread> mover;
   std::atomic<std::uint32_t> next_tag{1};
+  std::uint64_t listener = 0;
 
   mutable std::mutex mutex;
   std::unordered_map<std::uint64_t, export_entry> exports;
@@ -367,6 +369,10 @@ result<std::unique_ptr<buffer_registry>> buffer_registry::start(MPI_Comm world, 
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Bcast(&job, 1, MPI_UINT32_T, 0, state->comm)));
   state->job = job;
   state->mover = std::make_unique<detail::transfer_thread>(state->comm);
+  // Transfers with a rank that liveness declares failed end at once, naming it.
+  state->listener = add_failure_listener([weak = std::weak_ptr(state)](int peer, const std::string& text) {
+    if (auto s = weak.lock()) s->mover->fail_peer(peer, error(errc::unavailable, text));
+  });
   auto server = r.core()->system().spawn<detail::fetch_server>(local::spawn_options{.name = "atomr.buffers"},
                                                                std::weak_ptr<detail::registry_state>(state));
   if (!server) return server.error_value().with_context("starting the buffer registry");
@@ -376,6 +382,7 @@ result<std::unique_ptr<buffer_registry>> buffer_registry::start(MPI_Comm world, 
 }
 
 buffer_registry::~buffer_registry() {
+  remove_failure_listener(state_->listener);
   state_->server.stop();
   state_->mover.reset();
   {

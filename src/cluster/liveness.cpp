@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/log.hpp"
@@ -154,11 +155,41 @@ bool liveness::flush(std::chrono::milliseconds limit) {
   return done != 0;
 }
 
+namespace {
+struct failure_listeners {
+  std::mutex mutex;
+  std::uint64_t next = 1;
+  std::map<std::uint64_t, std::function<void(int, const std::string&)>> by_id;
+};
+failure_listeners& listeners() {
+  static failure_listeners l;
+  return l;
+}
+}  // namespace
+
+std::uint64_t add_failure_listener(std::function<void(int, const std::string&)> f) {
+  auto& l = listeners();
+  std::lock_guard lock(l.mutex);
+  l.by_id.emplace(l.next, std::move(f));
+  return l.next++;
+}
+
+void remove_failure_listener(std::uint64_t id) {
+  auto& l = listeners();
+  std::lock_guard lock(l.mutex);
+  l.by_id.erase(id);
+}
+
 void liveness::handle_failure(int culprit, const std::string& text) {
   auto& gone = gone_[static_cast<std::size_t>(culprit)];
   if (gone) return;
   gone = 1;
   log::get("cluster")->error("{}", text);
+  {
+    auto& l = listeners();
+    std::lock_guard lock(l.mutex);
+    for (auto& [id, f] : l.by_id) f(culprit, text);
+  }
   if (options_.policy == on_failure::abort) {
     log::get("cluster")->critical("ending the job (ATOMR_ON_FAILURE=abort): {}", text);
     std::fflush(nullptr);

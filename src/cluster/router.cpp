@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "atomr/cluster/liveness.hpp"
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/log.hpp"
 #include "atomr/common/spin.hpp"
@@ -218,8 +219,15 @@ class router_core_impl final : public detail::router_core {
     return ok();
   }
 
+  void listen_for_failures() {
+    listener_ = add_failure_listener([weak = weak_from_this()](int peer, const std::string& text) {
+      if (auto core = std::static_pointer_cast<router_core_impl>(weak.lock())) core->peer_failed(peer, text);
+    });
+  }
+
   result<void> stop() {
     if (stopped_once_.exchange(true)) return stop_result_;
+    remove_failure_listener(listener_);
     // Sends stay open until every rank has entered stop() (the progress thread's barrier): a rank
     // that is still waiting for an answer from this one gets it.
     stop_requested_.store(true, std::memory_order_release);
@@ -817,6 +825,7 @@ class router_core_impl final : public detail::router_core {
   std::atomic<bool> accepting_{true};
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> stopped_once_{false};
+  std::uint64_t listener_ = 0;
   MPI_Request stop_barrier_ = MPI_REQUEST_NULL;
   result<void> stop_result_ = ok();
 
@@ -918,6 +927,7 @@ result<std::unique_ptr<router>> router::start(MPI_Comm world, local::actor_syste
   }
   auto core = std::make_shared<router_core_impl>(comm, rank, size, system, options);
   ATOMR_TRY(core->start_transport());
+  core->listen_for_failures();
   log::get("router")->debug("router up: {} ranks, packets of {} bytes", size, options.packet_bytes);
   return std::unique_ptr<router>(new router(std::move(core)));
 }

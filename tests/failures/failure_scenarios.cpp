@@ -2,26 +2,47 @@
 // rank runs all_reduces on the host backend; after 20 of them rank 1 stops itself (SIGSTOP, a hung
 // node), kills itself (SIGKILL), or exits with code 1. The others keep reducing, so they wait on
 // it: liveness must name it and end the job.
-//   failure_scenarios stop|kill|exit1|none|continue
+//   failure_scenarios stop|kill|exit1|none|continue|router
 // none: nobody misbehaves (no false alarm; prints "all ranks done"). continue: rank 1 stops, and
 // with ATOMR_ON_FAILURE=continue the others wait until liveness reports it, print what they saw,
-// then end the stopped rank themselves (it cannot end its own job) and leave.
+// then end the stopped rank themselves (it cannot end its own job) and leave. router: the same,
+// but the survivors are waiting on an ask (deadline 60 s) to an actor on rank 1 when it stops;
+// the ask must fail as soon as liveness names the rank.
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "atomr/cluster/mpi_session.hpp"
+#include "atomr/cluster/router.hpp"
 #include "atomr/cluster/world.hpp"
 #include "atomr/local/actors/actor_system.hpp"
 #include "atomr/local/device/device.hpp"
 
 namespace al = atomr::local;
+
+// An actor that keeps every reply_to it is given (a rank that hangs with asks in hand).
+struct keep_reply {
+  al::reply_to<int> reply;
+  template <class A>
+  void serialize(A& ar) {
+    ar(reply);
+  }
+};
+ATOMR_WIRE_MESSAGE(keep_reply, 0x30001);
+class reply_keeper : public al::actor<keep_reply> {
+ public:
+  void receive(keep_reply& m) override { kept_.push_back(std::move(m.reply)); }
+
+ private:
+  std::vector<al::reply_to<int>> kept_;
+};
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "none";
@@ -35,8 +56,30 @@ int main(int argc, char** argv) {
   const int pid = static_cast<int>(::getpid());
   MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, (*session)->world());
 
-  if (mode == "continue") {
+  al::actor_system early;
+  std::unique_ptr<atomr::cluster::router> router;
+  std::optional<atomr::local::future<int>> waiting;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (mode == "router") {
+    router = std::move(atomr::cluster::router::start((*session)->world(), early).value());
+    if (rank == 1) {
+      auto keeper = early.spawn<reply_keeper>(al::spawn_options{.name = "keeper"}).value();
+      (void)router->publish("keeper", keeper);
+    }
+    MPI_Barrier((*session)->world());
+    if (rank != 1) {
+      waiting = router->lookup<keep_reply>(1, "keeper")
+                    .ask<int>([](al::reply_to<int> r) { return keep_reply{std::move(r)}; }, std::chrono::seconds(60));
+    }
+  }
+  if (mode == "continue" || mode == "router") {
     if (rank == 1) ::raise(SIGSTOP);
+    if (waiting) {
+      auto got = waiting->get();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("rank %d: ask failed after %.1f s: %s\n", rank, s,
+                  got ? "no error" : got.error_value().describe().c_str());
+    }
     const auto* live = (*session)->liveness();
     if (live == nullptr) return 3;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);

@@ -20,6 +20,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +35,12 @@
 namespace atomr::cluster {
 
 enum class on_failure { abort, keep_going };
+
+// Who else hears of a failed rank: f(rank, text) runs on the liveness thread when a rank is
+// declared failed (before the job is ended, under ATOMR_ON_FAILURE=abort). The router and the
+// buffer registry listen, so nothing waits on a dead rank until its deadline. f must not block.
+std::uint64_t add_failure_listener(std::function<void(int, const std::string&)> f);
+void remove_failure_listener(std::uint64_t id);
 
 struct liveness_options {
   std::chrono::milliseconds period{500};

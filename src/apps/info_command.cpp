@@ -53,6 +53,34 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
   os << "(a rank's caller, world progress and NCCL threads share its cpus; with fewer than " << spin_relax::k_plenty
      << " they yield while they wait, else they spin: docs/benchmarks.md)\n";
 
+  // How a token fetch travels between each pair (buffer_registry.hpp): within a rank a device
+  // or peer copy; between ranks MPI, staged through host memory for GPU buffers.
+  os << "\ntoken fetches (owner -> fetcher):\n";
+  text_table fetches({"pair", "path"});
+  // Beyond 8 ranks, one row per kind of pair (the table would have ranks^2 rows).
+  std::set<std::string> seen;
+  for (const auto& owner : reports) {
+    for (const auto& fetcher : reports) {
+      const int o = owner.identity.world_rank;
+      const int f = fetcher.identity.world_rank;
+      std::string path;
+      if (o == f) {
+        path = owner.devices.size() > 1 ? "device copy, peer copy between its devices" : "device copy";
+      } else {
+        const bool gpu = owner.no_gpu_reason.empty() || fetcher.no_gpu_reason.empty();
+        path = gpu ? "MPI, staged through host memory" : "MPI (host memory, no staging)";
+        path += owner.identity.node_id == fetcher.identity.node_id ? ", same node" : ", across nodes";
+      }
+      if (reports.size() <= 8) {
+        fetches.add_row({"rank " + std::to_string(o) + " -> rank " + std::to_string(f), path});
+      } else if (seen.insert(path).second) {
+        fetches.add_row(
+            {o == f ? "within a rank" : "e.g. rank " + std::to_string(o) + " -> rank " + std::to_string(f), path});
+      }
+    }
+  }
+  fetches.print(os);
+
   os << '\n';
   text_table versions({"rank", "cuda runtime", "cuda driver", "nccl", "mpi", "hwloc"});
   for (const auto& r : reports) {

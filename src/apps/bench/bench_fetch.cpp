@@ -12,9 +12,9 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "atomr/cluster/buffer_registry.hpp"
-#include "atomr/cluster/device_plan.hpp"
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/common/version.hpp"
@@ -145,9 +145,10 @@ int run_bench_fetch(const std::string& program, const std::vector<std::string>& 
   }
   const auto probe = al::probe_cuda_devices();
   const int visible = probe ? static_cast<int>(probe->devices.size()) : 0;
-  auto gpus =
-      cluster::choose_devices({.host = vm.count("host") > 0, .per_rank = 1}, id.local_rank, id.local_size, visible);
-  if (!gpus) return report_error(gpus.error_value().describe(), 1);
+  // One GPU per rank, shared when the node has fewer GPUs than ranks (a one-GPU machine still
+  // measures the cross-process path).
+  auto gpus = std::optional<std::vector<int>>(std::vector<int>{});
+  if (vm.count("host") == 0 && visible > 0) gpus->push_back(id.local_rank % visible);
   const bool gpu = !gpus->empty();
   al::actor_system system;
   auto dev = al::device::start(system, gpu ? gpus->front() : 0, gpu ? al::device_kind::cuda : al::device_kind::host);

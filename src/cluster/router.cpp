@@ -339,6 +339,7 @@ class router_core_impl final : public detail::router_core {
     detail::decode_context* const previous = std::exchange(detail::t_decode, &ctx);
     auto delivered = target->deliver(h.type_id, payload);
     detail::t_decode = previous;
+    defer_wake(target);
     if (!delivered) {
       if (delivered.error_value().code() == errc::protocol) {
         malformed_.fetch_add(1, std::memory_order_relaxed);
@@ -509,6 +510,18 @@ class router_core_impl final : public detail::router_core {
     }
     dead_letters_.fetch_add(1, std::memory_order_relaxed);
     logger()->warn("dead letter: message type id {} from rank {}: {}", h.type_id, h.source.rank, why.message());
+  }
+
+  // Actors given messages from the packet in hand are woken once, at its end (or every 64
+  // messages), not once per message: each wake-up can cost the progress thread a system call.
+  void defer_wake(const std::shared_ptr<detail::inbound_target>& target) {
+    if (std::find(to_wake_.begin(), to_wake_.end(), target) == to_wake_.end()) to_wake_.push_back(target);
+    if (++deferred_ >= 64) wake_actors();
+  }
+  void wake_actors() {
+    for (auto& t : to_wake_) t->flush();
+    to_wake_.clear();
+    deferred_ = 0;
   }
 
   std::shared_ptr<detail::inbound_target> cached_find(std::uint64_t actor) {
@@ -708,6 +721,7 @@ class router_core_impl final : public detail::router_core {
         delivery_sink sink(*this, source);
         readers_[static_cast<std::size_t>(source)].feed(
             std::span<const std::byte>(recv_buffers_[head_].data(), static_cast<std::size_t>(count)), sink);
+        wake_actors();
       }
       ATOMR_TRY(post_receive(head_));
       head_ = (head_ + 1) % recv_requests_.size();
@@ -865,6 +879,8 @@ class router_core_impl final : public detail::router_core {
   std::vector<MPI_Request> goodbye_requests_;
   MPI_Request goodbye_recv_ = MPI_REQUEST_NULL;
   std::uint64_t goodbye_value_ = 0;
+  std::vector<std::shared_ptr<detail::inbound_target>> to_wake_;
+  int deferred_ = 0;
   std::shared_ptr<detail::inbound_target> cache_;
   std::uint64_t cache_actor_ = 0;
 

@@ -1,32 +1,81 @@
 #include "atomr/local/actors/dispatcher.hpp"
 
+#include "atomr/common/spin.hpp"
 #include "atomr/local/actors/cell.hpp"
 
 namespace atomr::local {
 
-pool_dispatcher::pool_dispatcher(std::size_t threads, std::size_t batch) : batch_(batch) {
+pool_dispatcher::pool_dispatcher(std::size_t threads, std::size_t batch, std::chrono::microseconds spin)
+    : batch_(batch), spin_(spin) {
   workers_.reserve(threads);
   for (std::size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
 }
 
 pool_dispatcher::~pool_dispatcher() {
-  stopping_.store(true, std::memory_order_release);
-  // One empty entry per worker wakes it to see `stopping_`.
-  for (std::size_t i = 0; i < workers_.size(); ++i) run_queue_.enqueue(nullptr);
+  {
+    std::lock_guard lock(sleep_mutex_);
+    stopping_.store(true, std::memory_order_seq_cst);
+  }
+  sleep_cv_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
-void pool_dispatcher::schedule(std::shared_ptr<cell_base> cell) { run_queue_.enqueue(std::move(cell)); }
+void pool_dispatcher::schedule(std::shared_ptr<cell_base> cell) {
+  run_queue_.enqueue(std::move(cell));
+  // Pairs with the fence in work(): either a worker about to sleep sees this cell, or this sees it
+  // counted as sleeping and wakes it.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (looking_.load(std::memory_order_relaxed) == 0 && sleeping_.load(std::memory_order_relaxed) > 0) {
+    std::lock_guard lock(sleep_mutex_);
+    sleep_cv_.notify_one();
+  }
+}
+
+bool pool_dispatcher::take(moodycamel::ConsumerToken& token, std::shared_ptr<cell_base>& cell) {
+  return run_queue_.try_dequeue(token, cell);
+}
 
 void pool_dispatcher::work() {
   moodycamel::ConsumerToken token(run_queue_);
   std::shared_ptr<cell_base> cell;
-  while (true) {
-    run_queue_.wait_dequeue(token, cell);
-    if (!cell) {
-      if (stopping_.load(std::memory_order_acquire)) return;
+  const spin_relax relax;
+  while (!stopping_.load(std::memory_order_acquire)) {
+    if (take(token, cell)) {
+      cell->run(batch_);
+      cell.reset();
       continue;
     }
+    // Look for a while (one worker at a time), then sleep.
+    int none = 0;
+    if (spin_.count() > 0 && looking_.compare_exchange_strong(none, 1)) {
+      const auto until = std::chrono::steady_clock::now() + spin_;
+      bool found = false;
+      for (unsigned i = 0; !found; ++i) {
+        found = take(token, cell);
+        if (found || stopping_.load(std::memory_order_relaxed)) break;
+        relax();
+        if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+      }
+      looking_.store(0, std::memory_order_seq_cst);
+      if (found) {
+        // Others may be waiting behind this one: let a sleeper look.
+        if (run_queue_.size_approx() > 0 && sleeping_.load() > 0) {
+          std::lock_guard lock(sleep_mutex_);
+          sleep_cv_.notify_one();
+        }
+        cell->run(batch_);
+        cell.reset();
+        continue;
+      }
+    }
+    std::unique_lock lock(sleep_mutex_);
+    sleeping_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    sleep_cv_.wait(lock, [&] { return run_queue_.size_approx() > 0 || stopping_.load(std::memory_order_acquire); });
+    sleeping_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+  // Whatever was scheduled before the stop still runs (as the blocking queue's workers did).
+  while (take(token, cell)) {
     cell->run(batch_);
     cell.reset();
   }

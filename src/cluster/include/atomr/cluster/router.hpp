@@ -100,7 +100,9 @@ class inbound_target {
   virtual bool alive() const = 0;
   // errc::invalid_argument: the type is not one the actor accepts; errc::protocol: bad payload;
   // errc::unavailable (or the mailbox's error): the actor refused it.
+  // The message is enqueued without waking the actor; flush() wakes it (after a packet's worth).
   virtual result<void> deliver(std::uint32_t type_id, std::span<const std::byte> payload) = 0;
+  virtual void flush() = 0;
   // The local actor's id (unique in this process).
   virtual std::uint64_t actor_id() const = 0;
   // Runs f once the actor has terminated.
@@ -232,6 +234,7 @@ class typed_target final : public inbound_target {
   const std::string& name() const override { return name_; }
   bool alive() const override { return ref_.alive(); }
   std::uint64_t actor_id() const override { return ref_.id(); }
+  void flush() override { ref_.flush(); }
   void when_stopped(std::function<void()> f) const override {
     ref_.on_terminated().then([f = std::move(f)](const result<local::terminated>&) { f(); });
   }
@@ -248,7 +251,7 @@ class typed_target final : public inbound_target {
         outcome = std::move(value).error_value();
         return;
       }
-      outcome = ref_.tell(Msg(std::move(*value)));
+      outcome = ref_.tell_deferred(Msg(std::move(*value)));
     });
     if (!known) {
       return error(errc::invalid_argument,

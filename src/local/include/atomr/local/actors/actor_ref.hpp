@@ -57,6 +57,16 @@ class actor_ref {
     return reply;
   }
 
+  // For senders that deliver many messages at once (the router): enqueue without waking the
+  // actor, then wake it once with flush(). Errors as tell().
+  result<void> tell_deferred(Msg msg) const {
+    if (!cell_) return error(errc::unavailable, "tell through an empty actor_ref");
+    return cell_->enqueue(std::move(msg), false);
+  }
+  void flush() const {
+    if (cell_) cell_->schedule();
+  }
+
   // Asks the actor to stop: it finishes the message in hand, stops its children, runs on_stop,
   // and fails every queued ask with "actor '<name>' stopped". Asynchronous; see on_terminated().
   void stop() const {

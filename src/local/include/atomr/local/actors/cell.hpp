@@ -160,7 +160,8 @@ class cell final : public cell_base {
 
   std::shared_ptr<cell<Msg>> shared_self() { return std::static_pointer_cast<cell<Msg>>(shared_from_this()); }
 
-  result<void> enqueue(Msg&& m) {
+  // `wake` false: the caller schedules the actor itself later (schedule()), after a batch.
+  result<void> enqueue(Msg&& m, bool wake = true) {
     if (stopped()) return refuse(std::move(m), stopped_error());
     if (capacity_ != 0) {
       if (auto room = reserve_slot(); !room) return refuse(std::move(m), room.error_value());
@@ -177,7 +178,7 @@ class cell final : public cell_base {
       drop_user_messages();
       return stopped_error();
     }
-    schedule();
+    if (wake) schedule();
     return ok();
   }
 

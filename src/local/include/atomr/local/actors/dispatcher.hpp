@@ -11,8 +11,11 @@
 #include <concurrentqueue/lightweightsemaphore.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -26,18 +29,30 @@ class dispatcher {
   virtual void schedule(std::shared_ptr<cell_base> cell) = 0;
 };
 
+// The shared pool. An idle worker first looks for work for a while (`spin`, one worker at a time,
+// with spin_relax), then sleeps; schedule() wakes a sleeper only when no worker is looking. A
+// message that arrives within `spin` of the last one (a remote ask's next request, a stream of
+// tells arriving one by one) is then picked up without a wake-up system call, which costs several
+// microseconds on the waking thread (the router's) and on the woken one.
 class pool_dispatcher final : public dispatcher {
  public:
-  pool_dispatcher(std::size_t threads, std::size_t batch);
+  pool_dispatcher(std::size_t threads, std::size_t batch,
+                  std::chrono::microseconds spin = std::chrono::microseconds(100));
   ~pool_dispatcher() override;  // joins the workers
   void schedule(std::shared_ptr<cell_base> cell) override;
   std::size_t threads() const noexcept { return workers_.size(); }
 
  private:
   void work();
-  moodycamel::BlockingConcurrentQueue<std::shared_ptr<cell_base>> run_queue_;
+  bool take(moodycamel::ConsumerToken& token, std::shared_ptr<cell_base>& cell);
+  moodycamel::ConcurrentQueue<std::shared_ptr<cell_base>> run_queue_;
   std::size_t batch_;
+  std::chrono::microseconds spin_;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> looking_{0};   // workers spinning for work (at most one)
+  std::atomic<int> sleeping_{0};  // workers asleep (or about to be)
+  std::mutex sleep_mutex_;
+  std::condition_variable sleep_cv_;
   std::vector<std::thread> workers_;
 };
 

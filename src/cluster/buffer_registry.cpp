@@ -16,6 +16,9 @@
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/log.hpp"
 #include "atomr/common/spin.hpp"
+#if ATOMR_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace atomr::cluster {
 
@@ -207,10 +210,37 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
   std::uint64_t next_export = 1;
   local::actor_ref<fetch_ask> server;
 
-  // Host memory for staged transfers: uninitialized, and reused (a few buffers are kept), since
-  // zeroing and first-touching tens of MiB per fetch would cost more than moving them.
+  // Host memory for staged transfers: pinned where CUDA is built in (so the device's copies to
+  // and from it are plain DMA, not staged again), uninitialized, and reused (a few buffers are
+  // kept), since allocating, pinning and first-touching tens of MiB per fetch costs more than
+  // moving them.
+  static std::byte* allocate_staging(std::size_t bytes) {
+#if ATOMR_HAVE_CUDA
+    void* p = nullptr;
+    if (cudaMallocHost(&p, bytes) == cudaSuccess) return static_cast<std::byte*>(p);
+    cudaGetLastError();  // no GPU here (or out of pinned memory): plain memory works too
+#endif
+    return new std::byte[bytes];
+  }
+  static void free_staging(std::byte* p) {
+#if ATOMR_HAVE_CUDA
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) == cudaSuccess && a.type == cudaMemoryTypeHost) {
+      cudaFreeHost(p);
+      return;
+    }
+    cudaGetLastError();
+#endif
+    delete[] p;
+  }
+  struct staging_free {
+    void operator()(std::byte* p) const { free_staging(p); }
+  };
+  using staging_block = std::unique_ptr<std::byte, staging_free>;
+
   std::shared_ptr<std::byte> staging(std::size_t bytes) {
-    std::unique_ptr<std::byte[]> mem;
+    bytes = std::max<std::size_t>(bytes, 1);
+    staging_block mem;
     {
       std::lock_guard lock(staging_mutex);
       for (auto it = spare.begin(); it != spare.end(); ++it) {
@@ -222,23 +252,23 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
         }
       }
     }
-    if (!mem) mem.reset(new std::byte[std::max<std::size_t>(bytes, 1)]);
+    if (!mem) mem.reset(allocate_staging(bytes));
     return std::shared_ptr<std::byte>(mem.release(), [weak = weak_from_this(), bytes](std::byte* p) {
       auto self = weak.lock();
       if (!self) {
-        delete[] p;
+        free_staging(p);
         return;
       }
       std::lock_guard lock(self->staging_mutex);
       if (self->spare.size() >= 4) {
-        delete[] p;
+        free_staging(p);
         return;
       }
-      self->spare.emplace_back(bytes, std::unique_ptr<std::byte[]>(p));
+      self->spare.emplace_back(bytes, staging_block(p));
     });
   }
   std::mutex staging_mutex;
-  std::vector<std::pair<std::size_t, std::unique_ptr<std::byte[]>>> spare;
+  std::vector<std::pair<std::size_t, staging_block>> spare;
 
   const local::device* device_of(const local::buffer_block& block) const {
     const auto s = block.state.lock();

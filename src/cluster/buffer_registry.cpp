@@ -217,7 +217,12 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
   static std::byte* allocate_staging(std::size_t bytes) {
 #if ATOMR_HAVE_CUDA
     void* p = nullptr;
-    if (cudaMallocHost(&p, bytes) == cudaSuccess) return static_cast<std::byte*>(p);
+    if (const auto e = cudaMallocHost(&p, bytes); e == cudaSuccess) {
+      logger()->debug("staging: {} bytes of pinned memory", bytes);
+      return static_cast<std::byte*>(p);
+    } else {
+      logger()->debug("staging: cudaMallocHost({}) failed ({}); plain memory", bytes, cudaGetErrorString(e));
+    }
     cudaGetLastError();  // no GPU here (or out of pinned memory): plain memory works too
 #endif
     return new std::byte[bytes];
@@ -259,12 +264,11 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
         free_staging(p);
         return;
       }
+      // The newest are kept (the oldest go): a job's fetch sizes drift, and a buffer of a size no
+      // longer fetched must not take the place of one that is.
       std::lock_guard lock(self->staging_mutex);
-      if (self->spare.size() >= 4) {
-        free_staging(p);
-        return;
-      }
       self->spare.emplace_back(bytes, staging_block(p));
+      if (self->spare.size() > 4) self->spare.erase(self->spare.begin());
     });
   }
   std::mutex staging_mutex;
@@ -352,7 +356,9 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
     auto staging = this->staging(req.length);
     auto read = dev->download(local::gpu_ref<std::uint8_t>(entry->block),
                               std::span<std::uint8_t>(reinterpret_cast<std::uint8_t*>(staging.get()), req.length));
-    read.then([reply, staging, send](const result<void>& r) {
+    read.then([reply, staging, send, t0 = std::chrono::steady_clock::now(), bytes = req.length](const result<void>& r) {
+      logger()->debug("serve: {} bytes read from the device in {:.1f} us", bytes,
+                      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
       if (!r) {
         reply->fail(r.error_value().with_context("reading the exported buffer"));
         return;
@@ -560,16 +566,25 @@ local::future<void> buffer_registry::fetch_block(const remote_buffer& handle,
       return;
     }
     auto staging = state->staging(bytes);
+    const auto t_ready = std::chrono::steady_clock::now();
     state->mover->receive(
         owner, static_cast<int>(ready->transfer_tag), staging.get(), bytes, staging,
-        [shared, staging, dst, dst_dev, token, bytes](result<void> got) {
+        [shared, staging, dst, dst_dev, token, bytes, t_ready](result<void> got) {
           if (!got) {
             shared->set_error(got.error_value().with_context("receiving " + to_string(token)));
             return;
           }
+          const auto t_got = std::chrono::steady_clock::now();
+          detail::logger()->debug("fetch: {} bytes received {:.1f} us after the owner's answer", bytes,
+                                  std::chrono::duration<double, std::micro>(t_got - t_ready).count());
           dst_dev
               .upload(dst, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(staging.get()), bytes))
-              .then([shared, staging](const result<void>& up) { shared->set_result(up); });
+              .then([shared, staging, t_got](const result<void>& up) {
+                detail::logger()->debug(
+                    "fetch: uploaded in {:.1f} us",
+                    std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t_got).count());
+                shared->set_result(up);
+              });
         });
   });
   return done;

@@ -108,7 +108,8 @@ class router_core_impl final : public detail::router_core {
     if (!accepting_.load(std::memory_order_acquire)) {
       return error(errc::unavailable, "the router of rank " + std::to_string(rank_) + " has stopped");
     }
-    return enqueue(peer, std::move(envelope), std::this_thread::get_id() != progress_id_);
+    return enqueue(peer, std::move(envelope),
+                   std::this_thread::get_id() != progress_id_.load(std::memory_order_relaxed));
   }
 
   std::uint64_t expect_reply(int peer, std::string target, detail::reply_handler handler,
@@ -541,7 +542,7 @@ class router_core_impl final : public detail::router_core {
 
   // --- the progress thread -----------------------------------------------------------------------
   void run() {
-    progress_id_ = std::this_thread::get_id();
+    progress_id_.store(std::this_thread::get_id(), std::memory_order_relaxed);
     const spin_relax relax;
     auto last_activity = std::chrono::steady_clock::now();
     std::optional<std::chrono::steady_clock::time_point> drain_deadline;
@@ -861,7 +862,7 @@ class router_core_impl final : public detail::router_core {
 
   // Progress thread only.
   std::thread thread_;
-  std::thread::id progress_id_;
+  std::atomic<std::thread::id> progress_id_{};
   std::vector<std::deque<std::shared_ptr<outgoing>>> sending_;
   std::vector<int> in_flight_per_peer_;
   std::vector<MPI_Request> send_requests_;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cereal/types/vector.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -186,8 +187,9 @@ TEST_F(router_test, every_pair_gets_every_message_once_in_order) {
   auto r = start();
   ASSERT_TRUE(r->publish("counter", spawn_counter("counter")));
   MPI_Barrier(MPI_COMM_WORLD);
-  // 1,000,000 per ordered pair.
-  const std::uint64_t n = 1'000'000;
+  // 1,000,000 per ordered pair (ATOMR_ROUTER_TEST_MESSAGES overrides, for the multihost run over TCP).
+  const char* override_n = std::getenv("ATOMR_ROUTER_TEST_MESSAGES");
+  const std::uint64_t n = override_n ? std::strtoull(override_n, nullptr, 10) : 1'000'000;
   std::vector<cluster_ref<counter_msg>> peers;
   for (int p = 0; p < size_; ++p) peers.push_back(r->lookup<counter_msg>(p, "counter"));
   for (std::uint64_t i = 0; i < n; ++i) {

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The `multihost` tests: three "hosts" on this machine, each a network namespace with its own
+# hostname and address on a private bridge (../shared/harness.md, section 4), and Open MPI's rsh
+# launcher entering them instead of ssh. Runs, across them: `atomr info` (6 ranks on 3 nodes), the
+# world collectives at 3 and 6 ranks, the router and buffer tests at 6 ranks, and a stopped rank
+# on the second host (the job must end within the heartbeat timeout + 10 s, the rank named).
+# Needs root (network namespaces, unshare --uts); exits 77 (CTest: skipped) with the reason if not.
+#   run_multihost.sh <build dir>
+set -uo pipefail
+build=$1
+skip() { echo "multihost: skipped: $*"; exit 77; }
+[[ $(id -u) == 0 ]] || skip "needs root for network namespaces (running as uid $(id -u))"
+for tool in ip nsenter unshare mpirun; do command -v $tool >/dev/null || skip "no $tool"; done
+prefix=amh$$
+work=$(mktemp -d)
+cleanup() {
+  for i in 1 2 3; do ip netns pids $prefix-h$i 2>/dev/null | xargs -r kill -9 2>/dev/null; done
+  for i in 1 2 3; do ip netns del $prefix-h$i 2>/dev/null; done
+  ip netns del $prefix-sw 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+# A /24 of its own per run, so that concurrent runs do not share addresses.
+net=10.$((200 + $$ % 50)).$(( ($$ / 50) % 250 ))
+if ! ip netns add $prefix-sw 2>"$work/err"; then skip "cannot create network namespaces: $(cat "$work/err")"; fi
+ip -n $prefix-sw link set lo up
+ip -n $prefix-sw link add br0 type bridge
+ip -n $prefix-sw link set br0 up
+for i in 1 2 3; do
+  h=$prefix-h$i
+  ip netns add $h
+  ip -n $h link set lo up
+  ip -n $h link add eth0 type veth peer name veth$i
+  ip -n $h link set veth$i netns $prefix-sw
+  ip -n $prefix-sw link set veth$i master br0
+  ip -n $prefix-sw link set veth$i up
+  ip -n $h addr add $net.$((10 + i))/24 dev eth0
+  ip -n $h link set eth0 up
+done
+unshare --uts true 2>/dev/null || skip "unshare --uts is not allowed here"
+
+# nsrsh: the ssh stand-in (host address -> namespace, own hostname), environment kept.
+cat >"$work/nsrsh" <<EOS
+#!/bin/bash
+while [[ \$# -gt 0 && \$1 == -* ]]; do shift; done
+host=\$1; shift
+ns=$prefix-h\$(( \${host##*.} - 10 ))
+exec nsenter --net=/run/netns/\$ns unshare --uts /bin/sh -c "hostname node\${ns##*-h}; \$*"
+EOS
+chmod +x "$work/nsrsh"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GTEST_COLOR=no
+# mpirun <ranks per host> <args...>, from inside host 1.
+mp() {
+  local per=$1
+  shift
+  timeout 240 nsenter --net=/run/netns/$prefix-h1 unshare --uts /bin/sh -c 'hostname node1; exec "$0" "$@"' \
+    mpirun --allow-run-as-root --oversubscribe --bind-to none --mca plm_rsh_agent "$work/nsrsh" \
+    --host $net.11:$per,$net.12:$per,$net.13:$per -np $((3 * per)) \
+    --mca oob_tcp_if_include $net.0/24 --mca btl_tcp_if_include $net.0/24 \
+    -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM -x GTEST_COLOR -x ATOMR_ROUTER_TEST_MESSAGES \
+    -x ATOMR_HEARTBEAT_MS -x ATOMR_HEARTBEAT_TIMEOUT_MS "$@"
+}
+failed=0
+check() {  # check <name> <command...>: passes when the command exits 0
+  local name=$1
+  shift
+  local start=$SECONDS
+  if "$@" >"$work/$name.log" 2>&1; then
+    echo "multihost: $name: passed ($((SECONDS - start)) s)"
+  else
+    echo "multihost: $name: FAILED (rc $?, $((SECONDS - start)) s); its output:"
+    tail -40 "$work/$name.log"
+    failed=1
+  fi
+}
+
+check info mp 2 "$build/bin/atomr" info
+if ! grep -q "6 rank(s) on 3 node(s)" "$work/info.log"; then
+  echo "multihost: info: expected '6 rank(s) on 3 node(s)'"; grep "rank(s) on" "$work/info.log"; failed=1
+fi
+grep -E "rank\(s\) on|MPI, " "$work/info.log" | head -3
+check world_collectives_3 mp 1 "$build/tests/mpi/world_collectives_test"
+check world_collectives_6 mp 2 "$build/tests/mpi/world_collectives_test"
+export ATOMR_ROUTER_TEST_MESSAGES=20000  # per ordered pair: 30 pairs over TCP between namespaces
+check router_6 mp 2 "$build/tests/mpi/router_test"
+check buffers_6 mp 2 "$build/tests/mpi/buffers_test"
+check token_sum_2x mp 1 "$build/bin/atomr-example-token-sum"
+
+# A stopped rank (rank 1, on the second host with --map-by node): the job ends within the heartbeat timeout (3 s) + 10 s.
+export ATOMR_HEARTBEAT_MS=200 ATOMR_HEARTBEAT_TIMEOUT_MS=3000
+start=$SECONDS
+mp 2 --map-by node "$build/tests/failures/failure_scenarios" stop >"$work/stopped.log" 2>&1
+rc=$? took=$((SECONDS - start))
+if [[ $rc != 0 && $took -le 13 ]] && grep -Eq "rank 1 \(node node2, pid [0-9]+\) has not answered" "$work/stopped.log"; then
+  echo "multihost: stopped_rank: passed (job ended in $took s, rc $rc, $(grep -Eom1 'rank 1 \(node [^)]*\) has not answered for [0-9.]+ s' "$work/stopped.log"))"
+else
+  echo "multihost: stopped_rank: FAILED (rc $rc after $took s)"; tail -20 "$work/stopped.log"; failed=1
+fi
+exit $failed

@@ -2,12 +2,13 @@
 // rank runs all_reduces on the host backend; after 20 of them rank 1 stops itself (SIGSTOP, a hung
 // node), kills itself (SIGKILL), or exits with code 1. The others keep reducing, so they wait on
 // it: liveness must name it and end the job.
-//   failure_scenarios stop|kill|exit1|none|continue|router
+//   failure_scenarios stop|kill|exit1|none|continue|router|fetch
 // none: nobody misbehaves (no false alarm; prints "all ranks done"). continue: rank 1 stops, and
 // with ATOMR_ON_FAILURE=continue the others wait until liveness reports it, print what they saw,
 // then end the stopped rank themselves (it cannot end its own job) and leave. router: the same,
 // but the survivors are waiting on an ask (deadline 60 s) to an actor on rank 1 when it stops;
-// the ask must fail as soon as liveness names the rank.
+// the ask must fail as soon as liveness names the rank. fetch: the same for a fetch of a buffer
+// rank 1 exported, in flight when it stops.
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "atomr/cluster/buffer_registry.hpp"
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/cluster/router.hpp"
 #include "atomr/cluster/world.hpp"
@@ -60,6 +62,23 @@ int main(int argc, char** argv) {
   std::unique_ptr<atomr::cluster::router> router;
   std::optional<atomr::local::future<int>> waiting;
   const auto t0 = std::chrono::steady_clock::now();
+  std::optional<al::future<void>> fetching;
+  std::unique_ptr<atomr::cluster::buffer_registry> registry;
+  std::optional<al::device> fetch_dev;
+  if (mode == "fetch") {
+    // Every rank exports a buffer; the others fetch rank 1's after it has stopped.
+    router = std::move(atomr::cluster::router::start((*session)->world(), early).value());
+    fetch_dev = al::device::start(early, 0, al::device_kind::host).value();
+    registry = std::move(atomr::cluster::buffer_registry::start((*session)->world(), *router, {*fetch_dev}).value());
+    auto mine = fetch_dev->allocate<float>(1 << 20).get().value();
+    auto handle = registry->export_buffer(mine).get().value();
+    std::vector<atomr::cluster::remote_buffer> all(pids.size());
+    MPI_Allgather(&handle, sizeof(handle), MPI_BYTE, all.data(), sizeof(handle), MPI_BYTE, (*session)->world());
+    MPI_Barrier((*session)->world());
+    if (rank == 1) ::raise(SIGSTOP);
+    auto into = fetch_dev->allocate<float>(1 << 20).get().value();
+    fetching = registry->fetch(all[1], into);
+  }
   if (mode == "router") {
     router = std::move(atomr::cluster::router::start((*session)->world(), early).value());
     if (rank == 1) {
@@ -72,8 +91,14 @@ int main(int argc, char** argv) {
                     .ask<int>([](al::reply_to<int> r) { return keep_reply{std::move(r)}; }, std::chrono::seconds(60));
     }
   }
-  if (mode == "continue" || mode == "router") {
+  if (mode == "continue" || mode == "router" || mode == "fetch") {
     if (rank == 1) ::raise(SIGSTOP);
+    if (fetching) {
+      auto got = fetching->get();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("rank %d: fetch failed after %.1f s: %s\n", rank, s,
+                  got ? "no error" : got.error_value().describe().c_str());
+    }
     if (waiting) {
       auto got = waiting->get();
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -64,6 +64,7 @@ TEST(Registry, IdsAndNamesAreStable) {
   EXPECT_EQ(wire::wire_registry::id_of<wire::fetch_request>(), 16u);
   EXPECT_EQ(wire::wire_registry::id_of<wire::fetch_ready>(), 17u);
   EXPECT_EQ(wire::wire_registry::id_of<wire::buffer_manifest>(), 18u);
+  EXPECT_EQ(wire::wire_registry::id_of<wire::remote_buffer>(), 19u);
   EXPECT_EQ(wire::wire_registry::name_of<wire::fetch_request>(), "fetch_request");
   EXPECT_FALSE(wire::wire_registry::contains(0));
   EXPECT_FALSE(wire::wire_registry::contains(4));
@@ -73,7 +74,7 @@ TEST(Registry, IdsAndNamesAreStable) {
 template <typename T>
 class EnvelopeRoundTrip : public ::testing::Test {};
 using registered_types = ::testing::Types<wire::ping, wire::error_reply, wire::opaque_bytes, wire::fetch_request,
-                                          wire::fetch_ready, wire::buffer_manifest>;
+                                          wire::fetch_ready, wire::buffer_manifest, wire::remote_buffer>;
 TYPED_TEST_SUITE(EnvelopeRoundTrip, registered_types);
 
 TYPED_TEST(EnvelopeRoundTrip, SeededValuesSurviveEncodeAndDecode) {

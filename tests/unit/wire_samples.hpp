@@ -62,5 +62,10 @@ inline serialization::buffer_manifest sample_message(std::uint32_t seed) {
   for (unsigned i = rng() % 3; i > 0; --i) m.attributes[sample_text(rng, 8)] = sample_text(rng, 16);
   return m;
 }
+template <>
+inline serialization::remote_buffer sample_message(std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  return {sample_token(rng), rng(), static_cast<std::uint8_t>(rng() % 10), static_cast<std::uint32_t>(rng())};
+}
 
 }  // namespace atomr::test

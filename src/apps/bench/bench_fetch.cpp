@@ -94,8 +94,8 @@ class raw_transfer {
  private:
   MPI_Comm comm_;
   int rank_;
-  bool gpu_;
-  void* device_ = nullptr;
+  [[maybe_unused]] bool gpu_;  // (unused without CUDA)
+  [[maybe_unused]] void* device_ = nullptr;
   void* host_ = nullptr;
   std::vector<std::uint8_t> plain_;
 };

@@ -394,8 +394,8 @@ result<std::unique_ptr<buffer_registry>> buffer_registry::start(MPI_Comm world, 
   state->router_ = &r;
   state->devices = std::move(devices);
   state->rank = r.rank();
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_dup(world, &state->comm)));
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(state->comm, MPI_ERRORS_RETURN)));
+  ATOMR_ASSIGN_OR_RETURN(const own_comm own, duplicate_comm(world));
+  state->comm = own.comm;
   // The job's tag: tokens carry it, so one from another job is refused by name.
   std::uint32_t job = 0;
   if (state->rank == 0) {

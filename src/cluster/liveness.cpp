@@ -66,13 +66,10 @@ result<std::optional<liveness_options>> liveness_options::from_environment() {
 }
 
 result<std::unique_ptr<liveness>> liveness::start(MPI_Comm world, const node_identity& me, liveness_options options) {
-  MPI_Comm comm = MPI_COMM_NULL;
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_dup(world, &comm)));
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)));
-  int rank = 0;
-  int size = 0;
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(comm, &size)));
+  ATOMR_ASSIGN_OR_RETURN(const own_comm own, duplicate_comm(world));
+  MPI_Comm comm = own.comm;
+  const int rank = own.rank;
+  const int size = own.size;
   who mine;
   mine.pid = static_cast<int>(::getpid());
   std::snprintf(mine.host, sizeof mine.host, "%s", me.hostname.c_str());

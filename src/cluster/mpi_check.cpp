@@ -22,3 +22,16 @@ error mpi_failure(int status, const char* call, const char* file, int line) {
 }
 
 }  // namespace atomr::detail
+
+namespace atomr::cluster {
+
+result<own_comm> duplicate_comm(MPI_Comm comm) {
+  own_comm out;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_dup(comm, &out.comm)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(out.comm, MPI_ERRORS_RETURN)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(out.comm, &out.rank)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(out.comm, &out.size)));
+  return out;
+}
+
+}  // namespace atomr::cluster

@@ -928,13 +928,10 @@ result<router_options> router_options::from_environment() {
 }
 
 result<std::unique_ptr<router>> router::start(MPI_Comm world, local::actor_system& system, router_options options) {
-  MPI_Comm comm = MPI_COMM_NULL;
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_dup(world, &comm)));
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)));
-  int rank = 0;
-  int size = 0;
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(comm, &rank)));
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(comm, &size)));
+  ATOMR_ASSIGN_OR_RETURN(const own_comm own, duplicate_comm(world));
+  MPI_Comm comm = own.comm;
+  const int rank = own.rank;
+  const int size = own.size;
   // Receives are posted at the packet size, so every rank must use rank 0's.
   unsigned long long packet = options.packet_bytes;
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Bcast(&packet, 1, MPI_UNSIGNED_LONG_LONG, 0, comm)));

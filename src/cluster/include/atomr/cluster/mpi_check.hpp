@@ -18,3 +18,17 @@ inline result<void> check_mpi(int status, const char* call, const char* file, in
 }  // namespace atomr::detail
 
 #define ATOMR_MPI_CHECK(call) ::atomr::detail::check_mpi((call), #call, __FILE__, __LINE__)
+
+namespace atomr::cluster {
+
+// A communicator of one's own: a duplicate of `comm` that returns errors (MPI_ERRORS_RETURN)
+// instead of aborting, with this process's rank and the size. Collective over `comm`. The caller
+// frees `comm` with MPI_Comm_free.
+struct own_comm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 0;
+};
+result<own_comm> duplicate_comm(MPI_Comm comm);
+
+}  // namespace atomr::cluster

@@ -177,6 +177,14 @@ void remove_failure_listener(std::uint64_t id) {
   l.by_id.erase(id);
 }
 
+std::vector<int> failed_world_ranks() {
+  std::vector<int> out;
+  if (const liveness* l = g_live.load()) {
+    for (const auto& [rank, text] : l->failed_ranks()) out.push_back(rank);
+  }
+  return out;
+}
+
 void liveness::handle_failure(int culprit, const std::string& text) {
   auto& gone = gone_[static_cast<std::size_t>(culprit)];
   if (gone) return;

@@ -34,4 +34,21 @@ result<own_comm> duplicate_comm(MPI_Comm comm) {
   return out;
 }
 
+result<std::vector<int>> world_ranks_of(MPI_Comm comm) {
+  MPI_Group mine = MPI_GROUP_NULL;
+  MPI_Group world = MPI_GROUP_NULL;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_group(comm, &mine)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world)));
+  int size = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Group_size(mine, &size)));
+  std::vector<int> ranks(static_cast<std::size_t>(size));
+  std::vector<int> out(ranks.size());
+  for (int r = 0; r < size; ++r) ranks[static_cast<std::size_t>(r)] = r;
+  const auto translated = ATOMR_MPI_CHECK(MPI_Group_translate_ranks(mine, size, ranks.data(), world, out.data()));
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  ATOMR_TRY(translated);
+  return out;
+}
+
 }  // namespace atomr::cluster

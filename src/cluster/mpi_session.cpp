@@ -1,5 +1,7 @@
 #include "atomr/cluster/mpi_session.hpp"
 
+#include <chrono>
+
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/context.hpp"
 #include "atomr/common/log.hpp"
@@ -20,6 +22,12 @@ const char* thread_level_name(int level) {
 }  // namespace
 
 result<std::unique_ptr<mpi_session>> mpi_session::start(int* argc, char*** argv) {
+  using clock = std::chrono::steady_clock;
+  auto ms_since = [](clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(clock::now() - t).count();
+  };
+  startup_times times;
+  auto t = clock::now();
   int initialized = 0;
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Initialized(&initialized)));
   int provided = MPI_THREAD_SINGLE;
@@ -29,6 +37,8 @@ result<std::unique_ptr<mpi_session>> mpi_session::start(int* argc, char*** argv)
     ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided)));
   }
   const bool owns = !initialized;
+  if (owns) times.mpi_init = ms_since(t);
+  t = clock::now();
   auto fail = [owns](error e) -> error {
     if (owns) MPI_Finalize();
     return e;
@@ -53,6 +63,8 @@ result<std::unique_ptr<mpi_session>> mpi_session::start(int* argc, char*** argv)
                              identity->world_size, identity->node_id, identity->hostname, identity->local_rank,
                              identity->local_size);
   std::unique_ptr<mpi_session> session(new mpi_session(owns, world, std::move(identity).value()));
+  times.node_identity = ms_since(t);
+  t = clock::now();
   if (owns) {
     // Every rank reads the same environment (the launcher passes ATOMR_*), so all or none start it.
     ATOMR_ASSIGN_OR_RETURN(const auto options, liveness_options::from_environment());
@@ -60,6 +72,8 @@ result<std::unique_ptr<mpi_session>> mpi_session::start(int* argc, char*** argv)
       ATOMR_ASSIGN_OR_RETURN(session->liveness_, liveness::start(world, session->identity_, *options));
     }
   }
+  times.liveness = ms_since(t);
+  session->startup_ = times;
   return session;
 }
 
@@ -67,8 +81,17 @@ mpi_session::mpi_session(bool owns_mpi, MPI_Comm world, node_identity identity)
     : owns_mpi_(owns_mpi), world_(world), identity_(std::move(identity)) {}
 
 mpi_session::~mpi_session() {
+  const auto lost = liveness_ ? liveness_->failed_ranks() : std::vector<std::pair<int, std::string>>{};
   liveness_.reset();  // says goodbye while MPI is up
   if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
+  if (owns_mpi_ && !lost.empty()) {
+    // MPI_Finalize would wait for the failed rank forever (a stopped one never arrives). The
+    // launcher sees this rank leave without it and ends the job, the failed rank included, with
+    // a non-zero code: the job did lose a rank.
+    log::get("cluster")->warn("leaving without MPI_Finalize: {} failed, and MPI_Finalize would wait for it",
+                              lost.front().second);
+    return;
+  }
   if (owns_mpi_) {
     if (auto r = ATOMR_MPI_CHECK(MPI_Finalize()); !r) log::get("cluster")->error("{}", r.error_value().describe());
   }

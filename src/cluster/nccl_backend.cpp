@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/nccl_check.hpp"
@@ -89,6 +91,45 @@ result<void> settle(const std::vector<member>& ms, clock::time_point deadline, c
 // How long a blocked call may stay blocked after its communicator was aborted before the job is
 // ended (see stall_watch).
 constexpr std::chrono::milliseconds k_stall_grace{10'000};
+
+// The NCCL unique ids of a new world. Up to ATOMR_NCCL_SCALABLE_RANKS GPUs: one, made by rank 0
+// and broadcast (ncclCommInitRankConfig). From there: one per ATOMR_NCCL_RANKS_PER_ID GPUs, each
+// made by a different rank spread over the world, so that no one bootstrap root talks to every
+// rank (ncclCommInitRankScalable). The ids meet in one bitwise-or all_reduce (the other ranks add
+// zeros): log P steps, and the bytes do not grow with P, as a gather of every rank's would.
+result<std::vector<ncclUniqueId>> unique_ids(MPI_Comm control, int rank, int ranks, int total,
+                                             clock::time_point deadline) {
+  ATOMR_ASSIGN_OR_RETURN(const auto from, tunable_int(tunables::nccl_scalable_ranks));
+  ATOMR_ASSIGN_OR_RETURN(const auto per_id, tunable_int(tunables::nccl_ranks_per_id));
+  if (from < 0) return error(errc::invalid_argument, "ATOMR_NCCL_SCALABLE_RANKS must not be negative");
+  if (per_id < 1) return error(errc::invalid_argument, "ATOMR_NCCL_RANKS_PER_ID must be at least 1");
+  std::size_t count = 1;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 23, 0)
+  if (from > 0 && total >= from) count = static_cast<std::size_t>((total + per_id - 1) / per_id);
+#endif
+  count = std::min<std::size_t>(count, static_cast<std::size_t>(ranks));
+  std::vector<ncclUniqueId> ids(count);
+  std::memset(ids.data(), 0, count * sizeof(ncclUniqueId));
+  // Id i is made by rank i * ranks / count.
+  result<void> made = ok();
+  for (std::size_t i = 0; i < count; ++i) {
+    if (static_cast<int>(i * static_cast<std::size_t>(ranks) / count) == rank) {
+      made = ATOMR_NCCL_CHECK(ncclGetUniqueId(&ids[i]));
+    }
+  }
+  ATOMR_TRY(agree(control, made, deadline, "making the NCCL unique id"));
+  MPI_Request q = MPI_REQUEST_NULL;
+  if (count == 1) {
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Ibcast(ids.data(), sizeof(ncclUniqueId), MPI_BYTE, 0, control, &q)));
+    ATOMR_TRY(wait_mpi(q, deadline, "broadcasting the NCCL unique id"));
+  } else {
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, ids.data(), static_cast<int>(count * sizeof(ncclUniqueId)),
+                                             MPI_BYTE, MPI_BOR, control, &q)));
+    ATOMR_TRY(wait_mpi(q, deadline, "sharing the NCCL unique ids"));
+    log::get("cluster")->debug("NCCL world of {} GPUs: ncclCommInitRankScalable with {} unique ids", total, count);
+  }
+  return ids;
+}
 
 result<int> blocking_from_environment() {
   ATOMR_ASSIGN_OR_RETURN(const auto v, tunable_int(tunables::nccl_blocking));
@@ -430,14 +471,7 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
   int total = 0;
   for (int c : counts) total += c;
 
-  ncclUniqueId id{};
-  const result<void> got_id = rank == 0 ? ATOMR_NCCL_CHECK(ncclGetUniqueId(&id)) : ok();
-  ATOMR_TRY(agree(control, got_id, deadline, "making the NCCL unique id"));
-  {
-    MPI_Request q = MPI_REQUEST_NULL;
-    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Ibcast(&id, sizeof(id), MPI_BYTE, 0, control, &q)));
-    ATOMR_TRY(wait_mpi(q, deadline, "broadcasting the NCCL unique id"));
-  }
+  ATOMR_ASSIGN_OR_RETURN(const auto ids, unique_ids(control, rank, ranks, total, deadline));
 
   ATOMR_ASSIGN_OR_RETURN(const int blocking, blocking_from_environment());
   std::vector<member> ms(devices.size());
@@ -462,8 +496,16 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
         ms[i].device = devices[i];
         context::scoped_device scope(devices[i]);
         ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(devices[i])));
-        ATOMR_TRY(
-            ATOMR_NCCL_CHECK(ncclCommInitRankConfig(&ms[i].comm, total, id, first + static_cast<int>(i), &config)));
+        const int me = first + static_cast<int>(i);
+        if (ids.size() == 1) {
+          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommInitRankConfig(&ms[i].comm, total, ids.front(), me, &config)));
+        } else {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 23, 0)
+          auto* list = const_cast<ncclUniqueId*>(ids.data());
+          ATOMR_TRY(ATOMR_NCCL_CHECK(
+              ncclCommInitRankScalable(&ms[i].comm, total, me, static_cast<int>(ids.size()), list, &config)));
+#endif
+        }
       }
       ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGroupEnd()));
       return settle(ms, deadline, "ncclCommInitRankConfig");

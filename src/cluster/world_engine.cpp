@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "atomr/cluster/liveness.hpp"
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/log.hpp"
 #include "atomr/common/pointer_set.hpp"
@@ -114,10 +115,17 @@ world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backen
                                                  "); every rank must create the world again"));
     }));
   }
+  if (auto ranks = world_ranks_of(control_)) world_ranks_ = std::move(ranks).value();
+  failure_listener_ = add_failure_listener([this](int rank, const std::string& text) {
+    if (std::find(world_ranks_.begin(), world_ranks_.end(), rank) == world_ranks_.end()) return;
+    fail_from_outside(error(errc::unavailable, text + " (a rank of this world; world::shrink() makes a world of the "
+                                                      "living ranks)"));
+  });
   thread_ = std::thread([this] { run(); });
 }
 
 world_engine::~world_engine() {
+  remove_failure_listener(failure_listener_);  // (waits for a listener call under way)
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -250,6 +258,7 @@ result<void> world_engine::when_idle(std::function<result<void>()> f) {
 void world_engine::fail_from_outside(error e) {
   {
     std::lock_guard lock(mutex_);
+    if (failure_) return;  // failed already: nothing more to fail (and the thread must stay free to stop)
     if (!outside_failure_) outside_failure_ = std::move(e);
     outside_flag_.store(true, std::memory_order_release);
   }

@@ -38,6 +38,8 @@ class world_engine {
   result<void> when_idle(std::function<result<void>()> f);
   // Fails the world from any thread (a device rebuild, for one).
   void fail_from_outside(error e);
+  // MPI_COMM_WORLD's rank of each rank of the control communicator.
+  const std::vector<int>& world_ranks() const { return world_ranks_; }
 
  private:
   void accept(std::unique_ptr<detail::coll_request> r, std::chrono::steady_clock::time_point deadline,
@@ -76,6 +78,8 @@ class world_engine {
   std::vector<local::device> members_;
   world_options options_;
   std::vector<std::uint64_t> watches_;
+  // Liveness (ATOMR_ON_FAILURE=continue): a failed rank of this world fails it at once, named.
+  std::uint64_t failure_listener_ = 0;
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
@@ -119,6 +123,7 @@ class world_engine {
   // The agreed plan for the requests at the head of queue_: 1 where a request starts a batch.
   std::deque<std::uint8_t> planned_;
   int control_size_ = 1;
+  std::vector<int> world_ranks_;
   std::chrono::steady_clock::time_point last_probe_{};
   std::chrono::steady_clock::time_point last_health_{};
   alignas(64) std::atomic<bool> outside_flag_{false};        // outside_failure_ was set (read without the lock)

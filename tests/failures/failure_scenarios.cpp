@@ -2,13 +2,15 @@
 // rank runs all_reduces on the host backend; after 20 of them rank 1 stops itself (SIGSTOP, a hung
 // node), kills itself (SIGKILL), or exits with code 1. The others keep reducing, so they wait on
 // it: liveness must name it and end the job.
-//   failure_scenarios stop|kill|exit1|none|continue|router|fetch
+//   failure_scenarios stop|kill|exit1|none|continue|router|fetch|shrink
 // none: nobody misbehaves (no false alarm; prints "all ranks done"). continue: rank 1 stops, and
 // with ATOMR_ON_FAILURE=continue the others wait until liveness reports it, print what they saw,
 // then end the stopped rank themselves (it cannot end its own job) and leave. router: the same,
 // but the survivors are waiting on an ask (deadline 60 s) to an actor on rank 1 when it stops;
 // the ask must fail as soon as liveness names the rank. fetch: the same for a fetch of a buffer
-// rank 1 exported, in flight when it stops.
+// rank 1 exported, in flight when it stops. shrink: ATOMR_ON_FAILURE=continue; rank 1 stops during
+// the all_reduces; the others' pending all_reduce fails as soon as liveness names it, and they go
+// on with world::shrink().
 #include <signal.h>
 #include <unistd.h>
 
@@ -45,6 +47,33 @@ class reply_keeper : public al::actor<keep_reply> {
  private:
   std::vector<al::reply_to<int>> kept_;
 };
+
+// shrink: the survivors' all_reduce has failed (rank 1 stopped); they build a world of the living
+// ranks and reduce on it: ranks 0, 2 and 3 each add rank + 1, so the sum is 1 + 3 + 4 = 8.
+int go_on_shrunk(atomr::cluster::world& old, const al::device& dev, int rank,
+                 std::chrono::steady_clock::time_point t0) {
+  auto smaller = old.shrink();
+  if (!smaller) {
+    std::fprintf(stderr, "rank %d: shrink: %s\n", rank, smaller.error_value().describe().c_str());
+    return 1;
+  }
+  auto b = dev.allocate<int>(4).get().value();
+  const std::vector<int> mine(4, rank + 1);
+  (void)dev.upload(b, std::span<const int>(mine)).get().value();
+  if (auto r = (*smaller)->all_reduce(b).get(); !r) {
+    std::fprintf(stderr, "rank %d: all_reduce on the shrunk world: %s\n", rank, r.error_value().describe().c_str());
+    return 1;
+  }
+  std::vector<int> sum(4);
+  (void)dev.download(b, std::span<int>(sum)).get().value();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("rank %d (now %d of %d) went on after %.1f s: sum %d %d %d %d\n", rank, (*smaller)->rank(),
+              (*smaller)->size(), s, sum[0], sum[1], sum[2], sum[3]);
+  std::fflush(stdout);
+  // Leaves normally: the session skips MPI_Finalize (it would wait for the stopped rank), and the
+  // launcher ends the job, the stopped rank too.
+  return 0;
+}
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "none";
@@ -142,12 +171,13 @@ int main(int argc, char** argv) {
   auto buf = dev.allocate<int>(4).get().value();
   for (int i = 0; i < 100; ++i) {
     if (i == 20 && rank == 1) {
-      if (mode == "stop") ::raise(SIGSTOP);
+      if (mode == "stop" || mode == "shrink") ::raise(SIGSTOP);
       if (mode == "kill") ::raise(SIGKILL);
       if (mode == "exit1") std::exit(1);
     }
     if (auto r = (*world)->all_reduce(buf).get(); !r) {
       std::fprintf(stderr, "rank %d: all_reduce %d: %s\n", rank, i, r.error_value().describe().c_str());
+      if (mode == "shrink") return go_on_shrunk(**world, dev, rank, t0);
       return 1;
     }
   }

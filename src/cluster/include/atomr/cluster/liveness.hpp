@@ -6,9 +6,10 @@
 // The ranks form a ring: each sends a heartbeat to the next rank every period and watches the one
 // before it. The watcher of a silent rank tells every rank, and by default every rank then logs
 // the culprit and ends the job with MPI_Abort (ATOMR_ON_FAILURE=abort), so a job never hangs on a
-// stopped rank until its time limit. ATOMR_ON_FAILURE=continue keeps the survivors running (they
-// log the failure, skip the dead rank in the ring and report it in failed_ranks()); building a new
-// world of the living ranks is then the program's business.
+// stopped rank until its time limit. ATOMR_ON_FAILURE=continue keeps the survivors running: they
+// log the failure, skip the dead rank in the ring and report it in failed_ranks(); requests
+// pending on a world, router or buffer registry that includes it fail at once, naming it; and
+// world::shrink() builds a new world of the living ranks to go on with.
 //
 // A rank that finishes says goodbye first, so the others stop expecting it. A rank that exits
 // without finishing (exit(1) before the session ends) tells the others from an atexit handler.
@@ -41,6 +42,10 @@ enum class on_failure { abort, keep_going };
 // buffer registry listen, so nothing waits on a dead rank until its deadline. f must not block.
 std::uint64_t add_failure_listener(std::function<void(int, const std::string&)> f);
 void remove_failure_listener(std::uint64_t id);
+
+// The ranks of MPI_COMM_WORLD that this process's liveness has declared failed so far, in the
+// order it heard of them (empty without liveness, or before any failure).
+std::vector<int> failed_world_ranks();
 
 struct liveness_options {
   std::chrono::milliseconds period{500};

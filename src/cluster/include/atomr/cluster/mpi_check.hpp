@@ -5,6 +5,8 @@
 
 #include <mpi.h>
 
+#include <vector>
+
 #include "atomr/common/check.hpp"
 #include "atomr/common/result.hpp"
 
@@ -30,5 +32,8 @@ struct own_comm {
   int size = 0;
 };
 result<own_comm> duplicate_comm(MPI_Comm comm);
+
+// MPI_COMM_WORLD's rank of each rank of `comm` (the numbering liveness names ranks by); local.
+result<std::vector<int>> world_ranks_of(MPI_Comm comm);
 
 }  // namespace atomr::cluster

@@ -30,6 +30,14 @@ class mpi_session {
   // The heartbeats, when this session runs them (nullptr otherwise).
   const cluster::liveness* liveness() const noexcept { return liveness_.get(); }
 
+  // What start() spent, on this rank, in ms (for the scale table: docs/scale.md).
+  struct startup_times {
+    double mpi_init = 0;       // MPI_Init_thread (0 when MPI was up already)
+    double node_identity = 0;  // the duplicate of MPI_COMM_WORLD and the node identity
+    double liveness = 0;       // liveness's start (its communicator and the exchange of names)
+  };
+  const startup_times& startup() const noexcept { return startup_; }
+
  private:
   mpi_session(bool owns_mpi, MPI_Comm world, node_identity identity);
 
@@ -37,6 +45,7 @@ class mpi_session {
   MPI_Comm world_;
   node_identity identity_;
   std::unique_ptr<cluster::liveness> liveness_;
+  startup_times startup_;
 };
 
 }  // namespace atomr::cluster

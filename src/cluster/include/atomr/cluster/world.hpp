@@ -109,6 +109,17 @@ class world {
   // (ncclCommSplit / MPI_Comm_split). Collective over this world; waits for pending requests.
   result<std::unique_ptr<world>> split(int color, int key);
 
+  // After ranks failed (ATOMR_ON_FAILURE=continue, liveness.hpp): a new world of this world's
+  // living ranks, with the same local devices and options, ranks renumbered in their old order.
+  // `failed` are ranks of MPI_COMM_WORLD, as liveness names them; empty means every rank liveness
+  // has declared failed so far. Collective over the living ranks only: every survivor calls it
+  // with the same set. This world fails (its pending requests end with an error) and stays
+  // failed. The new communicator comes from MPI_Comm_create_group, which only the members of the
+  // new group take part in (MPI_Comm_split would wait for the dead rank too); the NCCL backend
+  // then creates a fresh communicator over it. Fails with invalid_argument if no rank of this
+  // world failed, or if this rank is among `failed`.
+  result<std::unique_ptr<world>> shrink(std::vector<int> failed = {});
+
   // One buffer per local member.
   template <local::device_element T>
   future<void> collective(coll_kind kind, std::span<const local::gpu_ref<T>> send,

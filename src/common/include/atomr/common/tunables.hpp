@@ -38,6 +38,12 @@ inline constexpr tunable coll_pack_bytes{"coll_pack_bytes", "ATOMR_COLL_PACK_BYT
 inline constexpr tunable nccl_blocking{
     "nccl_blocking", "ATOMR_NCCL_BLOCKING", "1",
     "1: blocking NCCL communicators (a blocked call is aborted at its deadline); 0: nonblocking (slow enqueue)"};
+inline constexpr tunable nccl_scalable_ranks{
+    "nccl_scalable_ranks", "ATOMR_NCCL_SCALABLE_RANKS", "1024",
+    "NCCL worlds of at least this many GPUs start with ncclCommInitRankScalable (several unique ids); 0: never"};
+inline constexpr tunable nccl_ranks_per_id{
+    "nccl_ranks_per_id", "ATOMR_NCCL_RANKS_PER_ID", "128",
+    "ncclCommInitRankScalable: one unique id (bootstrap root) per this many GPUs"};
 inline constexpr tunable trace{"trace", "ATOMR_TRACE", "",
                                "path prefix: each rank writes its request timeline to <path>.rank<N>.json"};
 inline constexpr tunable trace_requests{"trace_requests", "ATOMR_TRACE_REQUESTS", "65536",
@@ -59,11 +65,11 @@ inline constexpr tunable router_packet{"router_packet", "ATOMR_ROUTER_PACKET", "
 inline constexpr tunable router_idle{"router_idle_us", "ATOMR_ROUTER_IDLE_US", "2000",
                                      "router: the progress thread spins this long after traffic, then naps, us"};
 
-inline constexpr std::array k_all{&log,          &wire_max_payload, &wire_max_container, &coll_init_timeout,
-                                  &coll_timeout, &coll_check,       &coll_pack_bytes,    &nccl_blocking,
-                                  &trace,        &trace_requests,   &heartbeat,          &heartbeat_timeout,
-                                  &on_failure,   &router_queue,     &router_overflow,    &router_packet,
-                                  &router_idle};
+inline constexpr std::array k_all{&log,          &wire_max_payload,    &wire_max_container, &coll_init_timeout,
+                                  &coll_timeout, &coll_check,          &coll_pack_bytes,    &nccl_blocking,
+                                  &trace,        &trace_requests,      &heartbeat,          &heartbeat_timeout,
+                                  &on_failure,   &router_queue,        &router_overflow,    &router_packet,
+                                  &router_idle,  &nccl_scalable_ranks, &nccl_ranks_per_id};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

@@ -19,12 +19,8 @@ using clock = std::chrono::steady_clock;
 constexpr int k_heartbeat_tag = 0x4c01;
 constexpr int k_goodbye_tag = 0x4c02;
 constexpr int k_notice_tag = 0x4c03;
+constexpr int k_name_tag = 0x4c04;  // "rank r (node h, pid p)", to the rank that watches the sender
 constexpr int k_notice_max = 4096;  // a notice is the culprit's rank and one line of text
-
-struct who {
-  int pid = 0;
-  char host[92] = {};
-};
 
 // The running liveness, for the atexit handler (a rank that exits without finishing).
 std::atomic<liveness*> g_live{nullptr};
@@ -42,7 +38,7 @@ void liveness_at_exit() {
   if (l == nullptr || l->stopping_) return;
   // Exiting without the session's end: tell the others, so they name this rank (the launcher
   // may kill them soon after, so this is best effort, bounded).
-  l->send_all(k_notice_tag, l->rank_, l->names_[static_cast<std::size_t>(l->rank_)] + " exited", -1);
+  l->send_all(k_notice_tag, l->rank_, l->name_ + " exited", -1);
   l->flush(std::chrono::milliseconds(300));
 }
 
@@ -67,33 +63,23 @@ result<std::optional<liveness_options>> liveness_options::from_environment() {
 
 result<std::unique_ptr<liveness>> liveness::start(MPI_Comm world, const node_identity& me, liveness_options options) {
   ATOMR_ASSIGN_OR_RETURN(const own_comm own, duplicate_comm(world));
-  MPI_Comm comm = own.comm;
   const int rank = own.rank;
   const int size = own.size;
-  who mine;
-  mine.pid = static_cast<int>(::getpid());
-  std::snprintf(mine.host, sizeof mine.host, "%s", me.hostname.c_str());
-  std::vector<who> all(static_cast<std::size_t>(size));
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Allgather(&mine, sizeof(who), MPI_BYTE, all.data(), sizeof(who), MPI_BYTE, comm)));
-  std::vector<std::string> names;
-  for (int r = 0; r < size; ++r) {
-    auto& w = all[static_cast<std::size_t>(r)];
-    w.host[sizeof w.host - 1] = '\0';
-    names.push_back("rank " + std::to_string(r) + " (node " + w.host + ", pid " + std::to_string(w.pid) + ")");
-  }
-  std::unique_ptr<liveness> l(new liveness(comm, rank, size, options, std::move(names)));
+  const std::string name = "rank " + std::to_string(rank) + " (node " + me.hostname + ", pid " +
+                           std::to_string(static_cast<int>(::getpid())) + ")";
+  std::unique_ptr<liveness> l(new liveness(own.comm, rank, size, options, name));
   static std::once_flag registered;
   std::call_once(registered, [] { std::atexit(liveness_at_exit); });
   g_live.store(l.get());
   return l;
 }
 
-liveness::liveness(MPI_Comm comm, int rank, int size, liveness_options options, std::vector<std::string> names)
+liveness::liveness(MPI_Comm comm, int rank, int size, liveness_options options, std::string name)
     : comm_(comm),
       rank_(rank),
       size_(size),
       options_(options),
-      names_(std::move(names)),
+      name_(std::move(name)),
       last_heard_(static_cast<std::size_t>(size), clock::now()),
       gone_(static_cast<std::size_t>(size), 0) {
   if (size_ > 1) thread_ = std::thread([this] { run(); });
@@ -115,7 +101,23 @@ std::vector<std::pair<int, std::string>> liveness::failed_ranks() const {
   return failed_;
 }
 
-std::string liveness::describe(int rank) const { return names_.at(static_cast<std::size_t>(rank)); }
+std::string liveness::describe(int rank) const {
+  if (rank == rank_) return name_;
+  std::lock_guard lock(names_mutex_);
+  const auto it = names_.find(rank);
+  return it != names_.end() ? it->second : "rank " + std::to_string(rank);
+}
+
+void liveness::introduce() {
+  successor_ = neighbour(+1);
+  if (successor_ == rank_) return;
+  std::lock_guard lock(send_mutex_);
+  MPI_Request q = MPI_REQUEST_NULL;
+  if (MPI_Isend(name_.data(), static_cast<int>(name_.size()), MPI_BYTE, successor_, k_name_tag, comm_, &q) ==
+      MPI_SUCCESS) {
+    sends_.push_back(q);
+  }
+}
 
 int liveness::neighbour(int step) const {
   int r = rank_;
@@ -214,7 +216,12 @@ void liveness::run() {
   auto next_beat = clock::now();
   std::vector<char> buffer(k_notice_max);
   char beat = 0;
+  // Each rank names itself to the rank that watches it (its successor in the ring), and again to a
+  // new successor when the old one leaves: a watcher knows the name of the rank it watches, with
+  // O(1) messages per rank at start instead of an all-gather of every rank's name.
+  introduce();
   while (!stopping_) {
+    if (neighbour(+1) != successor_) introduce();
     const auto now = clock::now();
     if (now >= next_beat) {
       next_beat = now + options_.period;
@@ -241,6 +248,9 @@ void liveness::run() {
       if (status.MPI_TAG == k_goodbye_tag) {
         gone_[from] = 1;
         last_heard_[static_cast<std::size_t>(neighbour(-1))] = clock::now();
+      } else if (status.MPI_TAG == k_name_tag) {
+        std::lock_guard lock(names_mutex_);
+        names_[status.MPI_SOURCE] = std::string(buffer.data(), static_cast<std::size_t>(count));
       } else if (status.MPI_TAG == k_notice_tag && count >= static_cast<int>(sizeof(int))) {
         int culprit = 0;
         std::memcpy(&culprit, buffer.data(), sizeof(int));
@@ -256,8 +266,8 @@ void liveness::run() {
       if (silent > options_.timeout) {
         char secs[32];
         std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(silent).count());
-        const std::string text = names_[static_cast<std::size_t>(watched)] + " has not answered for " + secs +
-                                 " s (seen by rank " + std::to_string(rank_) + ")";
+        const std::string text =
+            describe(watched) + " has not answered for " + secs + " s (seen by rank " + std::to_string(rank_) + ")";
         send_all(k_notice_tag, watched, text, watched);
         flush(std::chrono::milliseconds(500));  // the others name the culprit before the job ends
         handle_failure(watched, text);

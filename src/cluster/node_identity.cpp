@@ -27,12 +27,13 @@ result<node_identity> discover_node_identity(MPI_Comm comm) {
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(node.comm, &id.local_rank)));
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(node.comm, &id.local_size)));
 
-  // Node leaders (local rank 0) number themselves by world rank; everyone learns the count and
-  // their leader's number.
+  // Node leaders (local rank 0) number themselves by world rank: a leader's number is the count of
+  // leaders before it (an exclusive prefix sum, log P steps, where a split of the communicator
+  // would sort every rank's key); everyone learns the count and their leader's number.
   const int is_leader = id.local_rank == 0 ? 1 : 0;
-  comm_guard leaders;
-  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_split(comm, is_leader ? 0 : MPI_UNDEFINED, id.world_rank, &leaders.comm)));
-  if (is_leader) ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(leaders.comm, &id.node_id)));
+  int before = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Exscan(&is_leader, &before, 1, MPI_INT, MPI_SUM, comm)));
+  if (is_leader) id.node_id = id.world_rank == 0 ? 0 : before;  // (Exscan leaves rank 0's undefined)
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Bcast(&id.node_id, 1, MPI_INT, 0, node.comm)));
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Allreduce(&is_leader, &id.node_count, 1, MPI_INT, MPI_SUM, comm)));
 

@@ -108,22 +108,22 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
       !r) {
     return fail(r.error_value());
   }
-  // Every rank must pick the same backend.
-  int mine = static_cast<int>(*checked);
-  int lowest = 0;
-  int highest = 0;
+  // Every rank must pick the same backend, and all take rank 0's id for the world (an id every
+  // rank shares, different for every world: see world_engine): one all_reduce (max) does both.
+  const std::uint64_t mine = static_cast<std::uint64_t>(*checked);
+  int me = 0;
+  if (auto r = ATOMR_MPI_CHECK(MPI_Comm_rank(control, &me)); !r) return fail(r.error_value());
+  std::uint64_t agreed[3] = {mine, 1 - mine, me == 0 ? new_world_id() : 0};
   {
-    MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    if (auto r = ATOMR_MPI_CHECK(MPI_Iallreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, control, &q[0])); !r) {
+    MPI_Request q = MPI_REQUEST_NULL;
+    if (auto r = ATOMR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, agreed, 3, MPI_UINT64_T, MPI_MAX, control, &q)); !r) {
       return fail(r.error_value());
     }
-    if (auto r = ATOMR_MPI_CHECK(MPI_Iallreduce(&mine, &highest, 1, MPI_INT, MPI_MAX, control, &q[1])); !r) {
-      return fail(r.error_value());
-    }
-    for (auto& one : q) {
-      if (auto r = detail::wait_mpi(one, deadline, "comparing backends"); !r) return fail(r.error_value());
-    }
+    if (auto r = detail::wait_mpi(q, deadline, "comparing backends"); !r) return fail(r.error_value());
   }
+  const std::uint64_t highest = agreed[0];
+  const std::uint64_t lowest = 1 - agreed[1];
+  const std::uint64_t id = agreed[2];
   if (lowest != highest) {
     return fail(error(errc::invalid_argument, "ranks chose different backends (nccl and host) for one world"));
   }
@@ -140,13 +140,6 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
   if (!backend) return fail(backend.error_value());
   log::get("cluster")->debug("world of {} ({} backend) up; this rank's first member is {}", (*backend)->size(),
                              to_string(*checked), (*backend)->rank(0));
-  // An id every rank shares, different for every world (see world_engine).
-  std::uint64_t id = new_world_id();
-  {
-    MPI_Request q = MPI_REQUEST_NULL;
-    if (auto r = ATOMR_MPI_CHECK(MPI_Ibcast(&id, 1, MPI_UINT64_T, 0, control, &q)); !r) return fail(r.error_value());
-    if (auto r = detail::wait_mpi(q, deadline, "agreeing on the world's id"); !r) return fail(r.error_value());
-  }
   auto engine = std::make_shared<world_engine>(control, std::move(backend).value(), std::move(members), options, id);
   return std::unique_ptr<world>(new world(std::move(engine)));
 }

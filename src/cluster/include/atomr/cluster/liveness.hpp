@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "atomr/cluster/node_identity.hpp"
@@ -58,7 +59,9 @@ struct liveness_options {
 
 class liveness {
  public:
-  // Collective over `world` (it exchanges every rank's node and pid). Starts the heartbeat thread.
+  // Collective over `world` (it duplicates the communicator; the ranks then introduce themselves to
+  // their watchers point to point, so the cost does not grow with the rank count). Starts the
+  // heartbeat thread.
   static result<std::unique_ptr<liveness>> start(MPI_Comm world, const node_identity& me, liveness_options options);
   // Says goodbye (the others stop watching this rank) and stops the thread.
   ~liveness();
@@ -67,11 +70,12 @@ class liveness {
 
   // Ranks found dead so far (with ATOMR_ON_FAILURE=continue), and why.
   std::vector<std::pair<int, std::string>> failed_ranks() const;
-  // "rank 3 (node n1, pid 1234)".
+  // "rank 3 (node n1, pid 1234)" for this rank and the ranks it has watched; "rank 3" for others.
   std::string describe(int rank) const;
 
  private:
-  liveness(MPI_Comm comm, int rank, int size, liveness_options options, std::vector<std::string> names);
+  liveness(MPI_Comm comm, int rank, int size, liveness_options options, std::string name);
+  void introduce();  // sends this rank's name to its successor (the rank that watches it)
   void run();
   // To every rank but this one and `skip`: `culprit` and `text`.
   void send_all(int tag, int culprit, const std::string& text, int skip);
@@ -85,7 +89,10 @@ class liveness {
   int rank_;
   int size_;
   liveness_options options_;
-  std::vector<std::string> names_;  // "rank r (node h, pid p)" per rank
+  std::string name_;  // this rank's "rank r (node h, pid p)"
+  mutable std::mutex names_mutex_;
+  std::unordered_map<int, std::string> names_;  // of the ranks that introduced themselves
+  int successor_ = -1;                          // the rank last introduced to
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
   std::vector<char> gone_;  // finished or failed: not watched, not sent to
   mutable std::mutex failed_mutex_;

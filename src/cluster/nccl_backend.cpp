@@ -97,15 +97,21 @@ constexpr std::chrono::milliseconds k_stall_grace{10'000};
 // made by a different rank spread over the world, so that no one bootstrap root talks to every
 // rank (ncclCommInitRankScalable). The ids meet in one bitwise-or all_reduce (the other ranks add
 // zeros): log P steps, and the bytes do not grow with P, as a gather of every rank's would.
-result<std::vector<ncclUniqueId>> unique_ids(MPI_Comm control, int rank, int ranks, int total,
-                                             clock::time_point deadline) {
+struct unique_id_set {
+  std::vector<ncclUniqueId> ids;
+  bool scalable = false;  // ncclCommInitRankScalable (with ids.size() ids), else ncclCommInitRankConfig
+};
+
+result<unique_id_set> unique_ids(MPI_Comm control, int rank, int ranks, int total, clock::time_point deadline) {
   ATOMR_ASSIGN_OR_RETURN(const auto from, tunable_int(tunables::nccl_scalable_ranks));
   ATOMR_ASSIGN_OR_RETURN(const auto per_id, tunable_int(tunables::nccl_ranks_per_id));
   if (from < 0) return error(errc::invalid_argument, "ATOMR_NCCL_SCALABLE_RANKS must not be negative");
   if (per_id < 1) return error(errc::invalid_argument, "ATOMR_NCCL_RANKS_PER_ID must be at least 1");
   std::size_t count = 1;
+  bool scalable = false;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 23, 0)
-  if (from > 0 && total >= from) count = static_cast<std::size_t>((total + per_id - 1) / per_id);
+  scalable = from > 0 && total >= from;
+  if (scalable) count = static_cast<std::size_t>((total + per_id - 1) / per_id);
 #endif
   count = std::min<std::size_t>(count, static_cast<std::size_t>(ranks));
   std::vector<ncclUniqueId> ids(count);
@@ -119,7 +125,7 @@ result<std::vector<ncclUniqueId>> unique_ids(MPI_Comm control, int rank, int ran
   }
   ATOMR_TRY(agree(control, made, deadline, "making the NCCL unique id"));
   MPI_Request q = MPI_REQUEST_NULL;
-  if (count == 1) {
+  if (!scalable) {
     ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Ibcast(ids.data(), sizeof(ncclUniqueId), MPI_BYTE, 0, control, &q)));
     ATOMR_TRY(wait_mpi(q, deadline, "broadcasting the NCCL unique id"));
   } else {
@@ -128,7 +134,7 @@ result<std::vector<ncclUniqueId>> unique_ids(MPI_Comm control, int rank, int ran
     ATOMR_TRY(wait_mpi(q, deadline, "sharing the NCCL unique ids"));
     log::get("cluster")->debug("NCCL world of {} GPUs: ncclCommInitRankScalable with {} unique ids", total, count);
   }
-  return ids;
+  return unique_id_set{std::move(ids), scalable};
 }
 
 result<int> blocking_from_environment() {
@@ -497,13 +503,13 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
         context::scoped_device scope(devices[i]);
         ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(devices[i])));
         const int me = first + static_cast<int>(i);
-        if (ids.size() == 1) {
-          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommInitRankConfig(&ms[i].comm, total, ids.front(), me, &config)));
+        if (!ids.scalable) {
+          ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommInitRankConfig(&ms[i].comm, total, ids.ids.front(), me, &config)));
         } else {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 23, 0)
-          auto* list = const_cast<ncclUniqueId*>(ids.data());
+          auto* list = const_cast<ncclUniqueId*>(ids.ids.data());
           ATOMR_TRY(ATOMR_NCCL_CHECK(
-              ncclCommInitRankScalable(&ms[i].comm, total, me, static_cast<int>(ids.size()), list, &config)));
+              ncclCommInitRankScalable(&ms[i].comm, total, me, static_cast<int>(ids.ids.size()), list, &config)));
 #endif
         }
       }

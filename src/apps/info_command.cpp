@@ -51,7 +51,8 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
   ranks.print(os);
   for (const auto& reason : no_gpu_reasons) os << "no GPU: " << reason << '\n';
   os << "(a rank's caller, world progress and NCCL threads share its cpus; with fewer than " << spin_relax::k_plenty
-     << " they yield while they wait, else they spin: docs/benchmarks.md)\n";
+     << " per rank (unbound ranks share the node's) they yield while they wait, else they spin: "
+        "docs/benchmarks.md)\n";
 
   // How a token fetch travels between each pair (buffer_registry.hpp): within a rank a device
   // or peer copy; between ranks MPI, staged through host memory for GPU buffers.

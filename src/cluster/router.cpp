@@ -85,6 +85,7 @@ class router_core_impl final : public detail::router_core {
       readers_.emplace_back(limits_);
     }
     sending_.resize(static_cast<std::size_t>(size_));
+    sending_listed_.assign(static_cast<std::size_t>(size_), 0);
     in_flight_per_peer_.assign(static_cast<std::size_t>(size_), 0);
     goodbye_from_.assign(static_cast<std::size_t>(size_), 0);
     packets_to_.assign(static_cast<std::size_t>(size_), 0);
@@ -430,7 +431,12 @@ class router_core_impl final : public detail::router_core {
       } else {
         o.staging.insert(o.staging.end(), envelope.begin(), envelope.end());
       }
-      ++o.staged;
+      if (o.staged++ == 0) {
+        // The first envelope since the progress thread last took this peer's: list the peer, so
+        // that the progress thread looks at the peers with output, not at every peer.
+        std::lock_guard listed(dirty_mutex_);
+        dirty_.push_back(peer);
+      }
       o.queued.fetch_add(1, std::memory_order_acq_rel);
     }
     // seq_cst with the progress thread's sleeping_/has_output_ pair: one of the two sees the other.
@@ -616,7 +622,11 @@ class router_core_impl final : public detail::router_core {
   result<void> progress_once(bool& active) {
     // Take what callers staged.
     if (has_output_.exchange(false, std::memory_order_acq_rel)) {
-      for (int p = 0; p < size_; ++p) {
+      {
+        std::lock_guard listed(dirty_mutex_);
+        dirty_taken_.swap(dirty_);
+      }
+      for (const int p : dirty_taken_) {
         auto& o = *out_[static_cast<std::size_t>(p)];
         std::vector<std::byte> bytes;
         std::size_t messages = 0;
@@ -635,12 +645,26 @@ class router_core_impl final : public detail::router_core {
         buffer->bytes = std::move(bytes);
         buffer->messages = messages;
         sending_[static_cast<std::size_t>(p)].push_back(std::move(buffer));
+        if (!sending_listed_[static_cast<std::size_t>(p)]) {
+          sending_listed_[static_cast<std::size_t>(p)] = 1;
+          sending_peers_.push_back(p);
+        }
         active = true;
       }
+      dirty_taken_.clear();
     }
-    // Hand chunks to MPI.
-    for (int p = 0; p < size_; ++p) {
+    // Hand chunks to MPI, for the peers with something to send (listed above; a peer leaves the
+    // list once its queue is empty).
+    for (std::size_t i = 0; i < sending_peers_.size();) {
+      const int p = sending_peers_[i];
       auto& queue = sending_[static_cast<std::size_t>(p)];
+      if (queue.empty()) {
+        sending_listed_[static_cast<std::size_t>(p)] = 0;
+        sending_peers_[i] = sending_peers_.back();
+        sending_peers_.pop_back();
+        continue;
+      }
+      ++i;
       while (!queue.empty() && in_flight_per_peer_[static_cast<std::size_t>(p)] < k_send_window) {
         auto& front = queue.front();
         if (out_[static_cast<std::size_t>(p)]->failed.load(std::memory_order_acquire)) {
@@ -748,8 +772,10 @@ class router_core_impl final : public detail::router_core {
 
   bool nothing_to_send() const {
     if (!send_requests_.empty() || has_output_.load()) return false;
-    for (std::size_t p = 0; p < sending_.size(); ++p) {
-      if (!sending_[p].empty()) return false;
+    for (const int p : sending_peers_) {
+      if (!sending_[static_cast<std::size_t>(p)].empty()) return false;
+    }
+    for (std::size_t p = 0; p < out_.size(); ++p) {  // (only while stopping: the cost does not matter)
       if (out_[p]->queued.load() != 0 && !out_[p]->failed.load()) return false;
     }
     return true;
@@ -864,6 +890,11 @@ class router_core_impl final : public detail::router_core {
   std::thread thread_;
   std::atomic<std::thread::id> progress_id_{};
   std::vector<std::deque<std::shared_ptr<outgoing>>> sending_;
+  std::vector<int> sending_peers_;    // the peers whose sending_ queue may be non-empty
+  std::vector<char> sending_listed_;  // per peer: in sending_peers_
+  std::mutex dirty_mutex_;            // (taken inside a peer_out's mutex, never the other way)
+  std::vector<int> dirty_;            // peers whose staging got its first envelope since taken
+  std::vector<int> dirty_taken_;      // the progress thread's copy (kept to reuse its memory)
   std::vector<int> in_flight_per_peer_;
   std::vector<MPI_Request> send_requests_;
   std::vector<send_slot> send_slots_;

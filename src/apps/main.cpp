@@ -4,8 +4,11 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "atomr/common/version.hpp"
+#include "command_line.hpp"
 #include "commands.hpp"
 
 namespace po = boost::program_options;
@@ -23,13 +26,23 @@ const std::map<std::string, command>& commands() {
   static const std::map<std::string, command> table{
       {"info", {atomr::apps::run_info, "every rank's node, devices and library versions (collective; rank 0 prints)"}},
       {"topo", {atomr::apps::run_topo, "every rank's GPU links, islands and CPU/NUMA locality (--json, --dot)"}},
-      {"bench", {atomr::apps::run_bench, "benchmarks, each against its raw baseline: wire, actors, p2p"}},
+      {"bench", {atomr::apps::run_bench, "benchmarks, each against its raw baseline: wire, actors, p2p, device, coll, route, fetch"}},
   };
   return table;
 }
 
+constexpr const char* k_usage = "usage: atomr [options] <command> [command options]";
+
+// "bench, info or topo": what a command may be, for the errors.
+std::string command_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : commands()) names.push_back(entry.first);
+  return atomr::apps::one_of(names);
+}
+
 void print_usage(std::ostream& os, const po::options_description& global) {
-  os << "usage: atomr [options] <command> [command options]\n"
+  os << k_usage
+     << "\n"
         "       launch/atomr-launch -n <ranks> atomr <command> ...   (many ranks)\n\n"
      << global << "\ncommands:\n";
   for (const auto& [name, cmd] : commands()) os << "  " << name << "    " << cmd.summary << '\n';
@@ -55,7 +68,7 @@ int main(int argc, char** argv) {
     po::store(parsed, vm);
     rest = po::collect_unrecognized(parsed.options, po::include_positional);
   } catch (const po::error& e) {
-    return atomr::apps::report_error(std::string(e.what()) + " (try 'atomr --help')", 2);
+    return atomr::apps::usage_error("", e.what(), k_usage);
   }
 
   if (vm.count("version")) {
@@ -65,17 +78,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!vm.count("command")) {
+    // Without a command, the only arguments left are options nobody knows.
+    if (!rest.empty()) return atomr::apps::usage_error("", "unrecognised option '" + rest.front() + "'", k_usage);
     if (vm.count("help")) {
       print_usage(std::cout, global);
       return 0;
     }
-    print_usage(std::cerr, global);
-    return 2;
+    return atomr::apps::usage_error("", "no command given; take " + command_names(), k_usage);
   }
   const auto name = vm["command"].as<std::string>();
   const auto it = commands().find(name);
   if (it == commands().end()) {
-    return atomr::apps::report_error("unknown command '" + name + "' (try 'atomr --help')", 2);
+    return atomr::apps::usage_error("", "unknown command '" + name + "'; take " + command_names(), k_usage);
   }
   // `rest` holds the command name itself; a global --help means the command's help.
   rest.erase(std::find(rest.begin(), rest.end(), name));

@@ -63,15 +63,12 @@ int run_topo(const std::string& program, const std::vector<std::string>& args) {
   po::options_description opts("atomr " + program + " options");
   opts.add_options()("help,h", "print this help")("json", "print JSON")("dot", "print Graphviz dot");
   po::variables_map vm;
-  if (auto done =
-          parse_command_line(program, args, opts,
-                             "usage: atomr topo [--json | --dot]\n"
-                             "Collective over all ranks: rank 0 prints each rank's GPUs, their links (NVLink, PCIe,\n"
-                             "cross-socket), islands of direct peer access, and CPU/NUMA locality.",
-                             vm)) {
-    return *done;
-  }
-  if (vm.count("json") && vm.count("dot")) return report_error("--json and --dot exclude each other", 2);
+  const std::string usage =
+      "usage: atomr topo [--json | --dot]\n"
+      "Collective over all ranks: rank 0 prints each rank's GPUs, their links (NVLink, PCIe,\n"
+      "cross-socket), islands of direct peer access, and CPU/NUMA locality.";
+  if (auto done = parse_command_line(program, args, opts, usage, vm)) return *done;
+  if (vm.count("json") && vm.count("dot")) return usage_error(program, "--json and --dot exclude each other", usage);
   const std::string format = vm.count("json") ? "json" : vm.count("dot") ? "dot" : "table";
 
   auto session = cluster::mpi_session::start(nullptr, nullptr);

@@ -282,9 +282,23 @@ result<stages> stage_report(coll_runner<T>& runner, std::size_t count, const set
   return out;
 }
 
+// Where a rank's startup went, max over ranks (ms), and its memory once up: the scale table's
+// columns (docs/scale.md).
+struct startup_report {
+  double total_ms = 0;  // from entering the command (before MPI_Init) to the first all_reduce done
+  std::vector<std::pair<std::string, double>> phases;
+  double max_rss_mib = 0;  // the largest resident set of any rank, after the first all_reduce
+
+  nlohmann::json to_json() const {
+    nlohmann::json p = nlohmann::json::object();
+    for (const auto& [name, ms] : phases) p[name] = ms;
+    return {{"total_ms", total_ms}, {"phases_ms", p}, {"max_rss_mib", max_rss_mib}};
+  }
+};
+
 template <typename T>
 int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& w, std::vector<al::device>& devs,
-              const std::vector<int>& gpus, double init_ms) {
+              const std::vector<int>& gpus, const startup_report& startup) {
   const MPI_Comm comm = session.world();
   const bool lead = session.identity().world_rank == 0;
   auto fail = [&](const error& e) { return report_error(e.describe(), 1); };
@@ -302,7 +316,11 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                 devs.size(), std::string(al::to_string(s.type)).c_str(), std::string(cluster::to_string(s.op)).c_str(),
                 s.root);
     std::printf("# iters %d, warmup %d, check %d, blocking %d; MPI_Init to first all_reduce done: %.1f ms\n", s.iters,
-                s.warmup, s.check ? 1 : 0, s.blocking ? 1 : 0, init_ms);
+                s.warmup, s.check ? 1 : 0, s.blocking ? 1 : 0, startup.total_ms);
+    std::printf("# startup, max over ranks (ms):");
+    for (const auto& [name, ms] : startup.phases)
+      std::printf(" %s %.1f%s", name.c_str(), ms, &name == &startup.phases.back().first ? "" : ",");
+    std::printf("; max RSS per rank %.1f MiB\n", startup.max_rss_mib);
     std::printf("#%76s%34s%36s\n", "atomr out-of-place", "atomr in-place", "raw out-of-place   raw in-place");
     std::printf("#%12s %12s %6s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s %9s %7s %9s %7s %6s\n", "size", "count", "type",
                 "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "time",
@@ -458,12 +476,15 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                          {"op", cluster::to_string(s.op)},
                          {"iters", s.iters},
                          {"warmup", s.warmup},
-                         {"init_to_first_all_reduce_ms", init_ms},
+                         {"init_to_first_all_reduce_ms", startup.total_ms},
+                         {"startup", startup.to_json()},
                          {"wrong", total_wrong},
                          {"rows", out}};
       if (!many_json.is_null()) doc["many_small"] = many_json;
       if (!stages_json.is_null()) doc["stages"] = stages_json;
-      std::ofstream(s.json_path) << doc.dump(2) << '\n';
+      std::ofstream f(s.json_path);
+      f << doc.dump(2) << '\n';
+      if (!f) return report_error("cannot write " + s.json_path, 1);
     }
   }
   return total_wrong == 0 ? 0 : 1;
@@ -475,10 +496,11 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   const auto t_start = clock::now();
   settings s;
   std::string kind = "all_reduce", min_b = "8", max_b = "128M", op = "sum", type = "float", many_b = "2K";
-  int check = 1, blocking = 0, graph = 0;
+  // The step factor is read as a signed number: boost would take "-1" for an unsigned one as 2^64 - 1.
+  int check = 1, blocking = 0, graph = 0, factor = static_cast<int>(s.factor);
   po::options_description opts("atomr bench coll options (nccl-tests compatible)");
   opts.add_options()("help,h", "show this help")("minbytes,b", po::value(&min_b), "smallest size (default 8)")(
-      "maxbytes,e", po::value(&max_b), "largest size (default 128M)")("stepfactor,f", po::value(&s.factor),
+      "maxbytes,e", po::value(&max_b), "largest size (default 128M)")("stepfactor,f", po::value(&factor),
                                                                       "size multiplier (default 2)")(
       "iters,n", po::value(&s.iters), "timed iterations (default 20)")("warmup_iters,w", po::value(&s.warmup),
                                                                        "warmup iterations (default 5)")(
@@ -530,7 +552,8 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
     *out = *v;
   }
   if (s.min_bytes > s.max_bytes) return bad("-b/--minbytes", min_b + " is larger than -e/--maxbytes " + max_b);
-  if (s.factor < 2) return bad("-f/--stepfactor", "must be at least 2, got " + std::to_string(s.factor));
+  if (factor < 2) return bad("-f/--stepfactor", "must be at least 2, got " + std::to_string(factor));
+  s.factor = static_cast<std::size_t>(factor);
   if (s.iters < 1) return bad("-n/--iters", "must be at least 1, got " + std::to_string(s.iters));
   if (s.warmup < 0) return bad("-w/--warmup_iters", "must not be negative, got " + std::to_string(s.warmup));
   if (check != 0 && check != 1) return bad("-c/--check", "takes 0 or 1, got " + std::to_string(check));
@@ -538,6 +561,11 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   if (s.root < 0) return bad("-r/--root", "must not be negative, got " + std::to_string(s.root));
   if (s.gpus_per_rank < 0) return bad("-g/--ngpus", "must not be negative, got " + std::to_string(s.gpus_per_rank));
   if (s.many < 0) return bad("--many", "must not be negative, got " + std::to_string(s.many));
+  if (s.gpus_per_rank > 0 && vm.count("host"))
+    return usage_error(me, "-g/--ngpus and --host exclude each other", usage);
+  if (vm.count("output_file")) {
+    if (auto f = check_output_file(s.json_path); !f) return bad("-J/--output_file", f.error_value().message());
+  }
   if (graph != 0) {
     return bad("-G/--cudagraph",
                "CUDA graphs are not supported (only 0): atomr's collectives are issued by its own threads, not "
@@ -547,10 +575,13 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   s.blocking = blocking != 0;
   s.host = vm.count("host") > 0;
 
+  startup_report startup;
   auto session = cluster::mpi_session::start(nullptr, nullptr);
   if (!session) return report_error(session.error_value().describe(), 1);
   const auto& id = (*session)->identity();
-  const auto probe = al::probe_cuda_devices();
+  auto t_devices = clock::now();  // (probing CUDA is part of starting the devices)
+  // --host never touches CUDA (starting it costs each rank tens of ms on a GPU machine).
+  const auto probe = s.host ? result<al::device_probe>(al::device_probe{}) : al::probe_cuda_devices();
   const int visible = probe ? static_cast<int>(probe->devices.size()) : 0;
   auto gpus =
       cluster::choose_devices({.host = s.host, .per_rank = s.gpus_per_rank}, id.local_rank, id.local_size, visible);
@@ -573,8 +604,15 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   }
   auto options = cluster::world_options::from_environment();
   if (!options) return report_error(options.error_value().describe(), 2);
+  const double devices_ms = since(t_devices) * 1e3;
+  // The ranks finish starting their devices at different times (CUDA's start takes tens of ms and
+  // varies): meet first, so that the world's phase measures its own creation, not that skew.
+  MPI_Barrier((*session)->world());
+  auto t_phase = clock::now();
   auto w = cluster::world::create((*session)->world(), devs, *options);
   if (!w) return report_error(w.error_value().describe(), 1);
+  const double world_ms = since(t_phase) * 1e3;
+  t_phase = clock::now();
   // Startup cost as a user sees it: from MPI_Init to the first all_reduce completed.
   {
     std::vector<al::gpu_ref<float>> one;
@@ -583,18 +621,29 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
       return report_error(r.error_value().describe(), 1);
     }
   }
-  const double init_ms = max_over_ranks((*session)->world(), since(t_start) * 1e3);
+  const double first_ms = since(t_phase) * 1e3;
+  {
+    const MPI_Comm c = (*session)->world();
+    const auto& up = (*session)->startup();
+    startup.total_ms = max_over_ranks(c, since(t_start) * 1e3);
+    for (auto [name, ms] : {std::pair{"MPI_Init", up.mpi_init}, std::pair{"node identity", up.node_identity},
+                            std::pair{"liveness", up.liveness}, std::pair{"devices", devices_ms},
+                            std::pair{"world", world_ms}, std::pair{"first all_reduce", first_ms}}) {
+      startup.phases.emplace_back(name, max_over_ranks(c, ms));
+    }
+    startup.max_rss_mib = max_rss_mib(c);
+  }
   switch (s.type) {
-    case al::dtype::i8: return run_typed<std::int8_t>(s, **session, **w, devs, *gpus, init_ms);
-    case al::dtype::u8: return run_typed<std::uint8_t>(s, **session, **w, devs, *gpus, init_ms);
-    case al::dtype::i32: return run_typed<std::int32_t>(s, **session, **w, devs, *gpus, init_ms);
-    case al::dtype::u32: return run_typed<std::uint32_t>(s, **session, **w, devs, *gpus, init_ms);
-    case al::dtype::i64: return run_typed<std::int64_t>(s, **session, **w, devs, *gpus, init_ms);
-    case al::dtype::u64: return run_typed<std::uint64_t>(s, **session, **w, devs, *gpus, init_ms);
-    case al::dtype::f16: return run_typed<al::f16_t>(s, **session, **w, devs, *gpus, init_ms);
-    case al::dtype::bf16: return run_typed<al::bf16_t>(s, **session, **w, devs, *gpus, init_ms);
-    case al::dtype::f32: return run_typed<float>(s, **session, **w, devs, *gpus, init_ms);
-    case al::dtype::f64: return run_typed<double>(s, **session, **w, devs, *gpus, init_ms);
+    case al::dtype::i8: return run_typed<std::int8_t>(s, **session, **w, devs, *gpus, startup);
+    case al::dtype::u8: return run_typed<std::uint8_t>(s, **session, **w, devs, *gpus, startup);
+    case al::dtype::i32: return run_typed<std::int32_t>(s, **session, **w, devs, *gpus, startup);
+    case al::dtype::u32: return run_typed<std::uint32_t>(s, **session, **w, devs, *gpus, startup);
+    case al::dtype::i64: return run_typed<std::int64_t>(s, **session, **w, devs, *gpus, startup);
+    case al::dtype::u64: return run_typed<std::uint64_t>(s, **session, **w, devs, *gpus, startup);
+    case al::dtype::f16: return run_typed<al::f16_t>(s, **session, **w, devs, *gpus, startup);
+    case al::dtype::bf16: return run_typed<al::bf16_t>(s, **session, **w, devs, *gpus, startup);
+    case al::dtype::f32: return run_typed<float>(s, **session, **w, devs, *gpus, startup);
+    case al::dtype::f64: return run_typed<double>(s, **session, **w, devs, *gpus, startup);
   }
   return 1;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -88,21 +89,10 @@ int bench_actors(bool json, long long messages, int producers, int round_trips) 
   return 0;
 }
 
-// "4K" -> 4096, "1G" -> 2^30; plain numbers are bytes.
-int bench_p2p(bool json, int src, int dst, const std::string& min_text, const std::string& max_text) {
-  auto min_bytes = parse_size(min_text);
-  auto max_bytes = parse_size(max_text);
-  if (!min_bytes || !max_bytes) return report_error((!min_bytes ? min_bytes : max_bytes).error_value().message(), 2);
-  if (*min_bytes > *max_bytes) return report_error("--min-bytes is larger than --max-bytes", 2);
-  const auto gpus = local::probe_cuda_devices();
-  const int count = gpus ? static_cast<int>(gpus->devices.size()) : 0;
-  if (src == dst || src < 0 || dst < 0 || std::max(src, dst) >= count) {
-    return report_error("atomr bench p2p needs two distinct GPUs (--src " + std::to_string(src) + ", --dst " +
-                            std::to_string(dst) + "); " + std::to_string(count) + " visible" +
-                            (gpus && count == 0 ? " (" + gpus->absent_reason + ")" : ""),
-                        1);
-  }
-  auto rows = bench::run_p2p_benchmarks(src, dst, *min_bytes, *max_bytes, 4);
+// Sizes and GPUs are checked by run_p2p: here they are valid and the GPUs visible.
+int bench_p2p(bool json, int src, int dst, std::size_t min_bytes, std::size_t max_bytes,
+              const local::device_probe& gpus) {
+  auto rows = bench::run_p2p_benchmarks(src, dst, min_bytes, max_bytes, 4);
   if (!rows) return report_error(rows.error_value().describe(), 1);
   if (json) {
     nlohmann::json out = nlohmann::json::array();
@@ -117,7 +107,7 @@ int bench_p2p(bool json, int src, int dst, const std::string& min_text, const st
                      {"overhead_us", r.atomr_us - r.raw_us}});
     }
     std::cout << nlohmann::json{{"benchmark", "p2p"},
-                                {"machine", gpus->devices[static_cast<std::size_t>(src)].name},
+                                {"machine", gpus.devices[static_cast<std::size_t>(src)].name},
                                 {"commit", k_git_revision},
                                 {"src", src},
                                 {"dst", dst},
@@ -139,13 +129,7 @@ int bench_p2p(bool json, int src, int dst, const std::string& min_text, const st
   return 0;
 }
 
-int bench_device(bool json, int index, bool host) {
-  const auto gpus = local::probe_cuda_devices();
-  const int count = gpus ? static_cast<int>(gpus->devices.size()) : 0;
-  const auto kind = host || count == 0 ? local::device_kind::host : local::device_kind::cuda;
-  if (kind == local::device_kind::cuda && (index < 0 || index >= count)) {
-    return report_error("--device " + std::to_string(index) + ": " + std::to_string(count) + " GPU(s) visible", 2);
-  }
+int bench_device(bool json, int index, local::device_kind kind) {
   auto cases = bench::run_device_benchmarks(kind, index);
   if (!cases) return report_error(cases.error_value().describe(), 1);
   const std::string where = (kind == local::device_kind::cuda ? "GPU" : "host device ") + std::to_string(index);
@@ -174,74 +158,172 @@ int bench_device(bool json, int index, bool host) {
   return 0;
 }
 
+// "GPU 3 is not visible (1 visible)", saying why none is where none is.
+std::string not_visible(int index, const result<local::device_probe>& gpus) {
+  const int count = gpus ? static_cast<int>(gpus->devices.size()) : 0;
+  std::string why = !gpus ? ": " + gpus.error_value().describe() : count == 0 ? ": " + gpus->absent_reason : "";
+  return "GPU " + std::to_string(index) + " is not visible (" + std::to_string(count) + " visible" + why + ")";
+}
+
+int run_wire(const std::string& program, const std::vector<std::string>& args) {
+  po::options_description opts("atomr bench wire options");
+  opts.add_options()("help,h", "print this help")("json", "print the results as JSON");
+  po::variables_map vm;
+  const std::string usage =
+      "usage: atomr bench wire [--json]\n"
+      "Encode + decode of a gpu_token and of 64 B / 4 KiB envelopes, against memcpy of the same bytes.";
+  if (auto done = parse_command_line(program + " wire", args, opts, usage, vm)) return *done;
+  return bench_wire(vm.count("json") > 0);
+}
+
+int run_actors(const std::string& program, const std::vector<std::string>& args) {
+  // Each producer is a thread; beyond this many the case measures the scheduler, not the queue.
+  constexpr int k_max_producers = 1024;
+  long long messages = 5'000'000;
+  int producers = 2, round_trips = 100'000;
+  po::options_description opts("atomr bench actors options");
+  opts.add_options()("help,h", "print this help")("json", "print the results as JSON")(
+      "messages", po::value(&messages)->default_value(messages), "messages per throughput case")(
+      "producers", po::value(&producers)->default_value(producers),
+      "producer threads for the many-producer case (1 to 1024)")(
+      "round-trips", po::value(&round_trips)->default_value(round_trips), "ask round trips to time");
+  po::variables_map vm;
+  const std::string me = program + " actors";
+  const std::string usage =
+      "usage: atomr bench actors [--messages N] [--producers P] [--round-trips R] [--json]\n"
+      "Tell throughput (1 and P producers), ask round trip and wake-up latency, against the raw queue.";
+  if (auto done = parse_command_line(me, args, opts, usage, vm)) return *done;
+  auto bad = [&](const std::string& option, const std::string& what) {
+    return usage_error(me, option + ": " + what, usage);
+  };
+  if (messages < 1) return bad("--messages", must_be_at_least(1, messages));
+  if (producers < 1 || producers > k_max_producers) {
+    return bad("--producers", "takes 1 to " + std::to_string(k_max_producers) + ", got " + std::to_string(producers));
+  }
+  // Each producer sends messages / producers: with more producers than messages some send none.
+  if (producers > messages) {
+    return bad("--producers", "at most --messages (" + std::to_string(messages) + "), got " + std::to_string(producers));
+  }
+  if (round_trips < 1) return bad("--round-trips", must_be_at_least(1, round_trips));
+  return bench_actors(vm.count("json") > 0, messages, producers, round_trips);
+}
+
+int run_p2p(const std::string& program, const std::vector<std::string>& args) {
+  int src = 0, dst = 1;
+  std::string min_text = "4K", max_text = "1G";
+  po::options_description opts("atomr bench p2p options");
+  opts.add_options()("help,h", "print this help")("json", "print the results as JSON")(
+      "src", po::value(&src)->default_value(src), "source GPU")("dst", po::value(&dst)->default_value(dst),
+                                                                 "destination GPU")(
+      "min-bytes", po::value(&min_text)->default_value(min_text), "smallest copy")(
+      "max-bytes", po::value(&max_text)->default_value(max_text), "largest copy (sizes step by 4x)");
+  po::variables_map vm;
+  const std::string me = program + " p2p";
+  const std::string usage =
+      "usage: atomr bench p2p [--src GPU] [--dst GPU] [--min-bytes SIZE] [--max-bytes SIZE] [--json]\n"
+      "GPU-to-GPU copy bandwidth and latency against cudaMemcpyPeerAsync (needs two GPUs).";
+  if (auto done = parse_command_line(me, args, opts, usage, vm)) return *done;
+  auto bad = [&](const std::string& option, const std::string& what) {
+    return usage_error(me, option + ": " + what, usage);
+  };
+  if (src < 0) return bad("--src", "must not be negative, got " + std::to_string(src));
+  if (dst < 0) return bad("--dst", "must not be negative, got " + std::to_string(dst));
+  if (src == dst) {
+    return usage_error(me, "--src and --dst must be two different GPUs, both are " + std::to_string(src), usage);
+  }
+  auto min_bytes = parse_size(min_text);
+  if (!min_bytes) return bad("--min-bytes", min_bytes.error_value().message());
+  auto max_bytes = parse_size(max_text);
+  if (!max_bytes) return bad("--max-bytes", max_bytes.error_value().message());
+  if (*min_bytes > *max_bytes) return bad("--min-bytes", min_text + " is larger than --max-bytes " + max_text);
+  const auto gpus = local::probe_cuda_devices();
+  const int count = gpus ? static_cast<int>(gpus->devices.size()) : 0;
+  if (src >= count) return bad("--src", not_visible(src, gpus));
+  if (dst >= count) return bad("--dst", not_visible(dst, gpus));
+  return bench_p2p(vm.count("json") > 0, src, dst, *min_bytes, *max_bytes, *gpus);
+}
+
+int run_device(const std::string& program, const std::vector<std::string>& args) {
+  int index = 0;
+  po::options_description opts("atomr bench device options");
+  opts.add_options()("help,h", "print this help")("json", "print the results as JSON")(
+      "device", po::value(&index)->default_value(index), "the GPU to measure")(
+      "host", "measure the host device kind even where a GPU is visible");
+  po::variables_map vm;
+  const std::string me = program + " device";
+  const std::string usage =
+      "usage: atomr bench device [--device GPU | --host] [--json]\n"
+      "Allocate, upload, download and run round trips through a device actor, against the direct calls\n"
+      "(the host device where no GPU is visible).";
+  if (auto done = parse_command_line(me, args, opts, usage, vm)) return *done;
+  auto bad = [&](const std::string& option, const std::string& what) {
+    return usage_error(me, option + ": " + what, usage);
+  };
+  const bool host = vm.count("host") > 0;
+  const bool chosen = !vm["device"].defaulted();
+  if (chosen && host) return usage_error(me, "--device and --host exclude each other", usage);
+  if (index < 0) return bad("--device", "must not be negative, got " + std::to_string(index));
+  const auto gpus = local::probe_cuda_devices();
+  const int count = gpus ? static_cast<int>(gpus->devices.size()) : 0;
+  // Without a GPU the default measures the host device; a GPU asked for by number must be there.
+  if (chosen && index >= count) return bad("--device", not_visible(index, gpus));
+  const auto kind = host || count == 0 ? local::device_kind::host : local::device_kind::cuda;
+  return bench_device(vm.count("json") > 0, index, kind);
+}
+
+// A benchmark: its name, what it measures ('atomr bench --help') and its own command line.
+struct benchmark {
+  const char* name;
+  const char* summary;
+  int (*run)(const std::string& program, const std::vector<std::string>& args);
+};
+
+constexpr benchmark k_benchmarks[] = {
+    {"wire", "encode+decode of a gpu_token and of 64 B / 4 KiB envelopes vs memcpy", run_wire},
+    {"actors", "tell throughput (1 and N producers), ask round trip and wake-up latency vs the raw queue",
+     run_actors},
+    {"p2p", "GPU-to-GPU copy bandwidth and latency vs cudaMemcpyPeerAsync (needs two GPUs)", run_p2p},
+    {"device", "allocate, upload, download and run round trips through a device actor vs direct calls",
+     run_device},
+    {"coll", "collectives through atomr vs direct NCCL (or MPI on the host backend); run under mpirun",
+     run_bench_coll},
+    {"route", "remote ask round trip and tell rate between 2 ranks vs raw MPI", run_bench_route},
+    {"fetch", "token fetch latency and bandwidth between 2 ranks vs the raw transfer", run_bench_fetch},
+};
+
+std::string benchmark_names() {
+  std::vector<std::string> names;
+  for (const auto& b : k_benchmarks) names.emplace_back(b.name);
+  return one_of(names);
+}
+
 }  // namespace
 
 int run_bench(const std::string& program, const std::vector<std::string>& args) {
-  // coll has its own, nccl-tests compatible, options.
-  // (`atomr bench coll --help` arrives as "--help coll": the global --help goes first.)
+  // The benchmark's name is the first argument that is not an option; the rest are its options
+  // (`atomr bench coll --help` arrives as "--help coll": the global --help goes first).
   const auto named =
       std::find_if(args.begin(), args.end(), [](const std::string& a) { return a.empty() || a[0] != '-'; });
-  // So do route and fetch (MPI programs, run under mpirun).
-  if (named != args.end() && (*named == "coll" || *named == "route" || *named == "fetch")) {
+  std::string usage = "usage: atomr bench <name> [options]\nbenchmarks:\n";
+  for (const auto& b : k_benchmarks) usage += "  " + std::string(b.name) + std::string(8 - std::strlen(b.name), ' ') + b.summary + '\n';
+  usage += "Run 'atomr bench <name> --help' for a benchmark's options.";
+  if (named == args.end()) {
+    const bool help = std::find_if(args.begin(), args.end(), [](const std::string& a) {
+                        return a == "--help" || a == "-h";
+                      }) != args.end();
+    if (help) {
+      std::cout << usage << '\n';
+      return 0;
+    }
+    return usage_error(program, "no benchmark named; take " + benchmark_names(), usage);
+  }
+  for (const auto& b : k_benchmarks) {
+    if (*named != b.name) continue;
     std::vector<std::string> rest(args.begin(), named);
     rest.insert(rest.end(), named + 1, args.end());
-    if (*named == "route") return run_bench_route(program, rest);
-    if (*named == "fetch") return run_bench_fetch(program, rest);
-    return run_bench_coll(program, rest);
+    return b.run(program, rest);
   }
-  po::options_description opts("atomr " + program + " options");
-  opts.add_options()("help,h", "print this help")("json", "print the results as JSON")(
-      "messages", po::value<long long>()->default_value(5'000'000), "actors: messages per throughput case")(
-      "producers", po::value<int>()->default_value(2), "actors: producer threads for the many-producer case")(
-      "round-trips", po::value<int>()->default_value(100'000), "actors: ask round trips to time")(
-      "src", po::value<int>()->default_value(0), "p2p: source GPU")("dst", po::value<int>()->default_value(1),
-                                                                    "p2p: destination GPU")(
-      "min-bytes", po::value<std::string>()->default_value("4K"), "p2p: smallest copy")(
-      "max-bytes", po::value<std::string>()->default_value("1G"), "p2p: largest copy (sizes step by 4x)")(
-      "device", po::value<int>()->default_value(0), "device: the GPU to measure")(
-      "host", "device: measure the host device kind even where a GPU is visible");
-  po::options_description hidden;
-  hidden.add_options()("name", po::value<std::string>(), "");
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description positional;
-  positional.add("name", 1);
-  po::variables_map vm;
-  if (auto done = parse_command_line(
-          program, args, opts, all, positional,
-          "usage: atomr bench <name> [--json]\n"
-          "benchmarks:\n"
-          "  wire    encode+decode of a gpu_token and of 64 B / 4 KiB envelopes vs memcpy\n"
-          "  actors  tell throughput (1 and N producers), ask round trip and wake-up latency vs the raw queue\n"
-          "  p2p     GPU-to-GPU copy bandwidth and latency vs cudaMemcpyPeerAsync (needs two GPUs)\n"
-          "  device  allocate, upload, download and run round trips through a device actor vs direct calls\n"
-          "  coll    collectives through atomr vs direct NCCL (or MPI on the host backend); run under mpirun;\n"
-          "          nccl-tests options: 'atomr bench coll --help'\n"
-          "  route   remote ask round trip and tell rate between 2 ranks vs raw MPI ('atomr bench route --help')\n"
-          "  fetch   token fetch latency and bandwidth between 2 ranks vs the raw transfer ('atomr bench fetch "
-          "--help')",
-          vm)) {
-    return *done;
-  }
-  if (!vm.count("name")) return report_error("which benchmark? (try 'atomr bench --help')", 2);
-  const auto name = vm["name"].as<std::string>();
-  const bool json = vm.count("json") > 0;
-  if (name == "wire") return bench_wire(json);
-  if (name == "p2p") {
-    return bench_p2p(json, vm["src"].as<int>(), vm["dst"].as<int>(), vm["min-bytes"].as<std::string>(),
-                     vm["max-bytes"].as<std::string>());
-  }
-  if (name == "device") return bench_device(json, vm["device"].as<int>(), vm.count("host") > 0);
-  if (name == "actors") {
-    const auto messages = vm["messages"].as<long long>();
-    const auto producers = vm["producers"].as<int>();
-    const auto round_trips = vm["round-trips"].as<int>();
-    if (messages < 1 || producers < 1 || round_trips < 1) {
-      return report_error("--messages, --producers and --round-trips must be positive", 2);
-    }
-    return bench_actors(json, messages, producers, round_trips);
-  }
-  return report_error("unknown benchmark '" + name + "' (try 'atomr bench --help')", 2);
+  return usage_error(program, "unknown benchmark '" + *named + "'; take " + benchmark_names(), usage);
 }
 
 }  // namespace atomr::apps

@@ -110,7 +110,7 @@ struct fetch_row {
 
 int run_bench_fetch(const std::string& program, const std::vector<std::string>& args) {
   std::string min_b = "4", max_b = "64M", json_path;
-  std::size_t factor = 16;
+  int factor = 16;
   int iters = 200;
   po::options_description opts("atomr bench fetch options");
   opts.add_options()("help,h", "show this help")("minbytes,b", po::value(&min_b), "smallest buffer (default 4)")(
@@ -127,14 +127,17 @@ int run_bench_fetch(const std::string& program, const std::vector<std::string>& 
     return usage_error(me, option + ": " + what, usage);
   };
   auto lo = parse_size(min_b);
-  if (!lo) return bad("--minbytes", lo.error_value().message());
+  if (!lo) return bad("-b/--minbytes", lo.error_value().message());
   auto hi = parse_size(max_b);
-  if (!hi) return bad("--maxbytes", hi.error_value().message());
-  if (*lo < 4 || *lo % 4 != 0) return bad("--minbytes", "a positive multiple of 4");
-  if (*hi < *lo) return bad("--maxbytes", "must be at least --minbytes");
-  if (*hi > (std::size_t{1} << 30)) return bad("--maxbytes", "at most 1G");
-  if (factor < 2) return bad("--stepfactor", "must be at least 2");
-  if (iters < 3) return bad("--iters", "must be at least 3");
+  if (!hi) return bad("-e/--maxbytes", hi.error_value().message());
+  if (*lo < 4 || *lo % 4 != 0) return bad("-b/--minbytes", "a positive multiple of 4, got " + min_b);
+  if (*hi < *lo) return bad("-b/--minbytes", min_b + " is larger than -e/--maxbytes " + max_b);
+  if (*hi > (std::size_t{1} << 30)) return bad("-e/--maxbytes", "at most 1G, got " + max_b);
+  if (factor < 2) return bad("-f/--stepfactor", must_be_at_least(2, factor));
+  if (iters < 3) return bad("-n/--iters", must_be_at_least(3, iters));
+  if (vm.count("output_file")) {
+    if (auto f = check_output_file(json_path); !f) return bad("-J/--output_file", f.error_value().message());
+  }
 
   auto session = cluster::mpi_session::start(nullptr, nullptr);
   if (!session) return report_error(session.error_value().describe(), 1);
@@ -167,7 +170,7 @@ int run_bench_fetch(const std::string& program, const std::vector<std::string>& 
 
   std::vector<fetch_row> rows;
   std::string failure;
-  for (std::size_t bytes = *lo; bytes <= *hi && failure.empty(); bytes *= factor) {
+  for (std::size_t bytes = *lo; bytes <= *hi && failure.empty(); bytes *= static_cast<std::size_t>(factor)) {
     fetch_row row;
     row.bytes = bytes;
     row.iterations = bytes > (1 << 20) ? std::max(3, iters / 10) : iters;

@@ -184,7 +184,7 @@ result<double> atomr_rate(const cluster::cluster_ref<bench_msg>& peer, std::size
 
 int run_bench_route(const std::string& program, const std::vector<std::string>& args) {
   std::string min_b = "8", max_b = "64K", json_path;
-  std::size_t factor = 8;
+  int factor = 8;
   int iters = 10000;
   long long messages = 1'000'000;
   po::options_description opts("atomr bench route options");
@@ -202,14 +202,19 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
     return usage_error(me, option + ": " + what, usage);
   };
   auto lo = parse_size(min_b);
-  if (!lo) return bad("--minbytes", lo.error_value().message());
+  if (!lo) return bad("-b/--minbytes", lo.error_value().message());
   auto hi = parse_size(max_b);
-  if (!hi) return bad("--maxbytes", hi.error_value().message());
-  if (*hi < *lo) return bad("--maxbytes", "must be at least --minbytes");
-  if (*hi > (std::size_t{16} << 20)) return bad("--maxbytes", "at most 16M (the router's payload limit is 64M)");
-  if (factor < 2) return bad("--stepfactor", "must be at least 2");
-  if (iters < 10) return bad("--iters", "must be at least 10");
-  if (messages < 100) return bad("--messages", "must be at least 100");
+  if (!hi) return bad("-e/--maxbytes", hi.error_value().message());
+  if (*hi < *lo) return bad("-b/--minbytes", min_b + " is larger than -e/--maxbytes " + max_b);
+  if (*hi > (std::size_t{16} << 20)) {
+    return bad("-e/--maxbytes", "at most 16M (the router's payload limit is 64M), got " + max_b);
+  }
+  if (factor < 2) return bad("-f/--stepfactor", must_be_at_least(2, factor));
+  if (iters < 10) return bad("-n/--iters", must_be_at_least(10, iters));
+  if (messages < 100) return bad("-m/--messages", must_be_at_least(100, messages));
+  if (vm.count("output_file")) {
+    if (auto f = check_output_file(json_path); !f) return bad("-J/--output_file", f.error_value().message());
+  }
 
   auto session = cluster::mpi_session::start(nullptr, nullptr);
   if (!session) return report_error(session.error_value().describe(), 1);
@@ -230,11 +235,13 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
     if (auto p = (*r)->publish("peer", *peer); !p) return report_error(p.error_value().describe(), 1);
   }
   MPI_Barrier((*session)->world());
+  // Memory once every rank's router is up (the idle ranks' stays there): docs/scale.md.
+  const double rss_up = max_rss_mib((*session)->world());
   const auto peer = (*r)->lookup<bench_msg>(1, "peer");
 
   std::vector<route_row> rows;
   std::uint64_t sent = 0;
-  for (std::size_t bytes = *lo; bytes <= *hi; bytes *= factor) {
+  for (std::size_t bytes = *lo; bytes <= *hi; bytes *= static_cast<std::size_t>(factor)) {
     route_row row;
     row.bytes = bytes;
     row.messages = std::min<std::uint64_t>(
@@ -262,6 +269,7 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
     rows.push_back(row);
     if (bytes == 0) break;
   }
+  const double rss_end = max_rss_mib((*session)->world());
   if (auto s = (*r)->stop(); !s) return report_error(s.error_value().describe(), 1);
   MPI_Comm_free(&raw_comm);
   if (rank != 0) return 0;
@@ -290,8 +298,13 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
   t.print(std::cout);
   if (!json_path.empty()) {
     std::ofstream f(json_path);
-    f << nlohmann::json{{"benchmark", "route"},     {"ranks", size},     {"machine", machine},
-                        {"commit", k_git_revision}, {"date", utc_now()}, {"rows", out}}
+    f << nlohmann::json{{"benchmark", "route"},
+                        {"ranks", size},
+                        {"machine", machine},
+                        {"commit", k_git_revision},
+                        {"date", utc_now()},
+                        {"rows", out},
+                        {"max_rss_mib", {{"router_up", rss_up}, {"end", rss_end}}}}
              .dump(2)
       << '\n';
     if (!f) return report_error("cannot write " + json_path, 1);

@@ -202,7 +202,8 @@ int run_actors(const std::string& program, const std::vector<std::string>& args)
   }
   // Each producer sends messages / producers: with more producers than messages some send none.
   if (producers > messages) {
-    return bad("--producers", "at most --messages (" + std::to_string(messages) + "), got " + std::to_string(producers));
+    return bad("--producers",
+               "at most --messages (" + std::to_string(messages) + "), got " + std::to_string(producers));
   }
   if (round_trips < 1) return bad("--round-trips", must_be_at_least(1, round_trips));
   return bench_actors(vm.count("json") > 0, messages, producers, round_trips);
@@ -214,7 +215,7 @@ int run_p2p(const std::string& program, const std::vector<std::string>& args) {
   po::options_description opts("atomr bench p2p options");
   opts.add_options()("help,h", "print this help")("json", "print the results as JSON")(
       "src", po::value(&src)->default_value(src), "source GPU")("dst", po::value(&dst)->default_value(dst),
-                                                                 "destination GPU")(
+                                                                "destination GPU")(
       "min-bytes", po::value(&min_text)->default_value(min_text), "smallest copy")(
       "max-bytes", po::value(&max_text)->default_value(max_text), "largest copy (sizes step by 4x)");
   po::variables_map vm;
@@ -280,13 +281,10 @@ struct benchmark {
 
 constexpr benchmark k_benchmarks[] = {
     {"wire", "encode+decode of a gpu_token and of 64 B / 4 KiB envelopes vs memcpy", run_wire},
-    {"actors", "tell throughput (1 and N producers), ask round trip and wake-up latency vs the raw queue",
-     run_actors},
+    {"actors", "tell throughput (1 and N producers), ask round trip and wake-up latency vs the raw queue", run_actors},
     {"p2p", "GPU-to-GPU copy bandwidth and latency vs cudaMemcpyPeerAsync (needs two GPUs)", run_p2p},
-    {"device", "allocate, upload, download and run round trips through a device actor vs direct calls",
-     run_device},
-    {"coll", "collectives through atomr vs direct NCCL (or MPI on the host backend); run under mpirun",
-     run_bench_coll},
+    {"device", "allocate, upload, download and run round trips through a device actor vs direct calls", run_device},
+    {"coll", "collectives through atomr vs direct NCCL (or MPI on the host backend); run under mpirun", run_bench_coll},
     {"route", "remote ask round trip and tell rate between 2 ranks vs raw MPI", run_bench_route},
     {"fetch", "token fetch latency and bandwidth between 2 ranks vs the raw transfer", run_bench_fetch},
 };
@@ -305,12 +303,12 @@ int run_bench(const std::string& program, const std::vector<std::string>& args) 
   const auto named =
       std::find_if(args.begin(), args.end(), [](const std::string& a) { return a.empty() || a[0] != '-'; });
   std::string usage = "usage: atomr bench <name> [options]\nbenchmarks:\n";
-  for (const auto& b : k_benchmarks) usage += "  " + std::string(b.name) + std::string(8 - std::strlen(b.name), ' ') + b.summary + '\n';
+  for (const auto& b : k_benchmarks)
+    usage += "  " + std::string(b.name) + std::string(8 - std::strlen(b.name), ' ') + b.summary + '\n';
   usage += "Run 'atomr bench <name> --help' for a benchmark's options.";
   if (named == args.end()) {
-    const bool help = std::find_if(args.begin(), args.end(), [](const std::string& a) {
-                        return a == "--help" || a == "-h";
-                      }) != args.end();
+    const bool help = std::find_if(args.begin(), args.end(),
+                                   [](const std::string& a) { return a == "--help" || a == "-h"; }) != args.end();
     if (help) {
       std::cout << usage << '\n';
       return 0;

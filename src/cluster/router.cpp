@@ -11,7 +11,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
@@ -116,24 +118,21 @@ class router_core_impl final : public detail::router_core {
   std::uint64_t expect_reply(int peer, std::string target, detail::reply_handler handler,
                              std::chrono::steady_clock::duration timeout) override {
     const std::uint64_t correlation = next_correlation_.fetch_add(1, std::memory_order_relaxed);
+    const auto due = std::chrono::steady_clock::now() + timeout;
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
-    auto deadline = system_.timers().after(timeout, [weak = weak_from_this(), correlation, target, ms] {
-      if (auto core = std::static_pointer_cast<router_core_impl>(weak.lock())) {
-        core->complete(correlation,
-                       error(errc::timeout, "ask to " + target + " got no reply within " + std::to_string(ms) + " ms"));
-      }
-    });
     std::optional<error> refused;
     {
       std::lock_guard lock(pending_mutex_);
       if (failed_peer_reason(peer, refused)) {
         // Answered below, after the lock.
       } else {
-        pending_.emplace(correlation, pending_ask{peer, std::move(target), std::move(handler), deadline});
+        pending_.emplace(correlation, pending_ask{peer, std::move(target), std::move(handler), due, ms});
+        due_.emplace(due, correlation);
+        const auto ns = due.time_since_epoch().count();
+        if (ns < next_due_ns_.load(std::memory_order_relaxed)) next_due_ns_.store(ns, std::memory_order_relaxed);
         return correlation;
       }
     }
-    deadline.cancel();
     handler(std::move(*refused));
     return correlation;
   }
@@ -240,9 +239,9 @@ class router_core_impl final : public detail::router_core {
     {
       std::lock_guard lock(pending_mutex_);
       open.swap(pending_);
+      due_.clear();
     }
     for (auto& [id, p] : open) {
-      p.deadline.cancel();
       p.handler(error(errc::unavailable,
                       "the router of rank " + std::to_string(rank_) + " stopped before " + p.target + " answered"));
     }
@@ -280,6 +279,7 @@ class router_core_impl final : public detail::router_core {
       std::lock_guard lock(pending_mutex_);
       for (auto it = pending_.begin(); it != pending_.end();) {
         if (it->second.peer == peer) {
+          due_.erase({it->second.due, it->first});
           doomed.push_back(std::move(it->second));
           it = pending_.erase(it);
         } else {
@@ -288,7 +288,6 @@ class router_core_impl final : public detail::router_core {
       }
     }
     for (auto& p : doomed) {
-      p.deadline.cancel();
       p.handler(error(errc::unavailable, "ask to " + p.target + " failed: " + why));
     }
     room_.notify_all();
@@ -398,7 +397,8 @@ class router_core_impl final : public detail::router_core {
     int peer;
     std::string target;
     detail::reply_handler handler;
-    local::timer_handle deadline;
+    std::chrono::steady_clock::time_point due;  // its deadline (in due_ until answered)
+    std::int64_t timeout_ms = 0;
   };
   friend class delivery_sink;
 
@@ -470,11 +470,36 @@ class router_core_impl final : public detail::router_core {
       std::lock_guard lock(pending_mutex_);
       const auto it = pending_.find(correlation);
       if (it == pending_.end()) return;
+      due_.erase({it->second.due, it->first});
       p.emplace(std::move(it->second));
       pending_.erase(it);
     }
-    p->deadline.cancel();
     p->handler(std::move(value));
+  }
+
+  // Fails the asks whose deadline has passed (the progress thread, every turn it finds one due):
+  // the router keeps its own deadlines, so an ask costs no timer of the actor system (a lock, an
+  // allocation, and an entry that stayed queued until its time even after the answer came).
+  void expire_asks(std::chrono::steady_clock::time_point now) {
+    if (now.time_since_epoch().count() < next_due_ns_.load(std::memory_order_relaxed)) return;
+    std::vector<pending_ask> late;
+    {
+      std::lock_guard lock(pending_mutex_);
+      while (!due_.empty() && due_.begin()->first <= now) {
+        const auto it = pending_.find(due_.begin()->second);
+        due_.erase(due_.begin());
+        if (it == pending_.end()) continue;
+        late.push_back(std::move(it->second));
+        pending_.erase(it);
+      }
+      next_due_ns_.store(
+          due_.empty() ? std::numeric_limits<std::int64_t>::max() : due_.begin()->first.time_since_epoch().count(),
+          std::memory_order_relaxed);
+    }
+    for (auto& p : late) {
+      p.handler(
+          error(errc::timeout, "ask to " + p.target + " got no reply within " + std::to_string(p.timeout_ms) + " ms"));
+    }
   }
 
   void deliver_reply(int source, const envelope_header& h, std::span<const std::byte> payload) {
@@ -561,6 +586,7 @@ class router_core_impl final : public detail::router_core {
         return;
       }
       const auto now = std::chrono::steady_clock::now();
+      expire_asks(now);
       if (stop_requested_.load(std::memory_order_acquire)) {
         if (!drain_deadline) {
           drain_deadline = now + options_.drain_timeout;
@@ -854,6 +880,17 @@ class router_core_impl final : public detail::router_core {
       o.failed.store(true);
     }
     room_.notify_all();
+    // The progress thread ends here, and with it the deadlines it keeps: answer every open ask now.
+    std::unordered_map<std::uint64_t, pending_ask> open;
+    {
+      std::lock_guard lock(pending_mutex_);
+      open.swap(pending_);
+      due_.clear();
+    }
+    for (auto& [id, p] : open) {
+      p.handler(
+          error(errc::unavailable, "ask to " + p.target + " failed: the router's transport failed: " + e.message()));
+    }
   }
 
   MPI_Comm comm_;
@@ -880,6 +917,10 @@ class router_core_impl final : public detail::router_core {
 
   std::mutex pending_mutex_;
   std::unordered_map<std::uint64_t, pending_ask> pending_;
+  std::set<std::pair<std::chrono::steady_clock::time_point, std::uint64_t>> due_;  // under pending_mutex_
+  // The earliest deadline in due_ (ns since the clock's epoch; max when none): the progress thread
+  // looks at due_ only once it has passed. May be early (an answered ask), never late.
+  std::atomic<std::int64_t> next_due_ns_{std::numeric_limits<std::int64_t>::max()};
   std::atomic<std::uint64_t> next_correlation_{1};
 
   mutable std::shared_mutex targets_mutex_;

@@ -14,7 +14,8 @@
 //   (after the writes ordered before the export), MPI carries the bytes on the registry's own
 //   communicator with a tag per transfer, and the consumer uploads them. The bytes never go
 //   through the router; only the small fetch request and its answer do.
-//   (CUDA IPC within a node and NCCL send/recv across nodes are not built yet; see README.)
+//   (CUDA IPC within a node and NCCL send/recv across nodes are not built yet: pool memory from
+//   cudaMallocAsync cannot go through cudaIpcGetMemHandle; README says what IPC will take.)
 //
 // Leases: the owner keeps an exported buffer alive until it calls release() or the lease given at
 // export expires. After that, and after the owner's device is rebuilt (a new generation), a fetch

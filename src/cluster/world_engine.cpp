@@ -24,8 +24,8 @@ struct signature {
   std::uint8_t type = 0;
   std::uint8_t op = 0;
   std::uint8_t pad = 0;
-  std::int32_t offered = 0;  // how many packable requests from this one the rank plans for
-  std::int32_t pad2 = 0;
+  std::int32_t offered = 0;       // how many packable requests from this one the rank plans for
+  std::int32_t offered_most = 0;  // in a merged plan: the longest offer (offered is the shortest)
 };
 static_assert(sizeof(signature) == 32);
 
@@ -49,6 +49,37 @@ struct offer {
   signature head;
   std::uint8_t cuts[k_plan_most / 8] = {};  // bit i: request i starts a new batch
 };
+
+// Merging offers is a reduction (the shortest offer, the longest, and every rank's cuts), so the
+// ranks agree with one all_reduce of 96 bytes, log P rounds, rather than an all-gather of every
+// rank's offer (96 bytes x P, every plan). Check mode still gathers: it names the rank that differs.
+void merge_offers(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const offer*>(in);
+  auto* b = static_cast<offer*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    b[i].head.offered = std::min(a[i].head.offered, b[i].head.offered);
+    b[i].head.offered_most = std::max(a[i].head.offered_most, b[i].head.offered_most);
+    for (std::size_t c = 0; c < sizeof(a[i].cuts); ++c)
+      b[i].cuts[c] = static_cast<std::uint8_t>(b[i].cuts[c] | a[i].cuts[c]);
+  }
+}
+
+// The MPI type and operation for merge_offers, made once per process (and left to MPI_Finalize).
+struct offer_reduction {
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  MPI_Op op = MPI_OP_NULL;
+};
+const offer_reduction& plan_reduction() {
+  static const offer_reduction r = [] {
+    offer_reduction out;
+    if (MPI_Type_contiguous(sizeof(offer), MPI_BYTE, &out.type) != MPI_SUCCESS ||
+        MPI_Type_commit(&out.type) != MPI_SUCCESS || MPI_Op_create(&merge_offers, 1, &out.op) != MPI_SUCCESS) {
+      out = {};
+    }
+    return out;
+  }();
+  return r;
+}
 
 bool bit(const std::uint8_t* bits, std::size_t i) { return (bits[i / 8] >> (i % 8)) & 1U; }
 void set_bit(std::uint8_t* bits, std::size_t i) {
@@ -99,8 +130,9 @@ std::string detail::coll_request::describe() const {
 
 struct world_engine::exchange {
   offer mine;
-  std::vector<offer> all;
-  std::size_t batch = 1;  // check mode, a head that does not pack: the batch it heads
+  offer merged;            // the plan: every rank's offer merged (merge_offers)
+  std::vector<offer> all;  // check mode: every rank's offer, to name the one that differs
+  std::size_t batch = 1;   // check mode, a head that does not pack: the batch it heads
   MPI_Request request = MPI_REQUEST_NULL;
 };
 
@@ -490,9 +522,9 @@ void world_engine::finish_background() {
       return fail_world(r.error_value().with_context("agreeing on a packing plan across ranks"), nullptr);
     }
     if (!done) return;
-    const auto& ex = *background_.front();
-    bool lone = true;
-    for (const auto& o : ex.all) lone = lone && o.head.offered == 1;
+    auto& ex = *background_.front();
+    settle_merged(ex);
+    const bool lone = ex.merged.head.offered == 1 && ex.merged.head.offered_most == 1;
     if (lone) lone_heads_.push_back(ex.mine.head.seq);
     background_.pop_front();
   }
@@ -504,6 +536,14 @@ void world_engine::finish_background() {
 // each rank decides request T from the exchanges headed at T-2 or earlier, which every rank has
 // finished before deciding (it waits for them), so all decide alike. A burst that arrives in such
 // a window issues up to k_latency_window requests unpacked before packing resumes.
+// After a gather (check mode): the plan, merged here from every rank's offer.
+void world_engine::settle_merged(exchange& ex) {
+  if (ex.all.empty()) return;
+  ex.merged = ex.all.front();
+  int one = 1;
+  for (std::size_t r = 1; r < ex.all.size(); ++r) merge_offers(&ex.all[r], &ex.merged, &one, nullptr);
+}
+
 std::optional<bool> world_engine::in_latency_window(std::uint64_t seq) const {
   if (!background_.empty() && background_.front()->mine.head.seq + 2 <= seq) return std::nullopt;
   for (const auto head : lone_heads_) {
@@ -577,8 +617,10 @@ bool world_engine::start_issue() {
   s.type = static_cast<std::uint8_t>(head.spec.type);
   s.op = static_cast<std::uint8_t>(head.spec.params.op);
   s.offered = packable(head) ? static_cast<std::int32_t>(plan_offer(exchange_->mine.cuts)) : 1;
+  s.offered_most = s.offered;
   if (control_size_ == 1) {
     // Nobody to agree with.
+    exchange_->merged = exchange_->mine;
     exchange_->all.assign(1, exchange_->mine);
     finish_exchange();
     return true;
@@ -600,10 +642,17 @@ bool world_engine::start_issue() {
 }
 
 bool world_engine::post_exchange(exchange& ex, const coll_request* head) {
-  ex.all.resize(static_cast<std::size_t>(control_size_));
-  if (auto r = ATOMR_MPI_CHECK(MPI_Iallgather(&ex.mine, sizeof(offer), MPI_BYTE, ex.all.data(), sizeof(offer), MPI_BYTE,
-                                              control_, &ex.request));
-      !r) {
+  ex.merged = ex.mine;
+  const auto& merge = plan_reduction();
+  auto posted = [&]() -> result<void> {
+    if (options_.check || merge.op == MPI_OP_NULL) {
+      ex.all.resize(static_cast<std::size_t>(control_size_));
+      return ATOMR_MPI_CHECK(MPI_Iallgather(&ex.mine, sizeof(offer), MPI_BYTE, ex.all.data(), sizeof(offer), MPI_BYTE,
+                                            control_, &ex.request));
+    }
+    return ATOMR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &ex.merged, 1, merge.type, merge.op, control_, &ex.request));
+  }();
+  if (auto r = posted; !r) {
     fail_world(r.error_value().with_context("comparing requests across ranks"), head);
     return false;
   }
@@ -634,13 +683,13 @@ void world_engine::finish_exchange() {
     }
   }
   if (!packable(head)) return issue_batch(ex->batch);
-  std::int32_t agreed = mine.offered;
-  for (const auto& o : ex->all) agreed = std::min(agreed, o.head.offered);
+  settle_merged(*ex);
+  const std::int32_t agreed = ex->merged.head.offered;
   const auto n = static_cast<std::size_t>(std::clamp<std::int32_t>(agreed, 1, static_cast<std::int32_t>(k_plan_most)));
   for (std::size_t i = 0; i < n && i < queue_.size(); ++i) queue_[i]->stamp(trace_stage::agreed);
   for (std::size_t i = 0; i < n; ++i) {
     bool cut = i == 0;
-    for (const auto& o : ex->all) cut = cut || bit(o.cuts, i);
+    cut = cut || bit(ex->merged.cuts, i);
     planned_.push_back(cut ? 1 : 0);
   }
   issue_planned();

@@ -113,6 +113,7 @@ class world_engine {
   // be that request alone), so it issued without waiting for them; they finish in the background.
   std::deque<std::unique_ptr<exchange>> background_;
   void finish_background();
+  static void settle_merged(exchange& ex);
   // Whether a packable request skips the exchange; nullopt until the exchanges it depends on are in.
   std::optional<bool> in_latency_window(std::uint64_t seq) const;
   std::deque<std::uint64_t> lone_heads_;  // finished exchanges in which every rank offered one

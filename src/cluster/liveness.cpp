@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,7 +68,25 @@ result<std::unique_ptr<liveness>> liveness::start(MPI_Comm world, const node_ide
   const int size = own.size;
   const std::string name = "rank " + std::to_string(rank) + " (node " + me.hostname + ", pid " +
                            std::to_string(static_cast<int>(::getpid())) + ")";
+  // Each rank names itself to the rank that watches it (its successor in the ring) before anyone
+  // may fail: one message each way, whatever the rank count (a rank stopped right after start must
+  // still be named by its watcher).
+  std::string watched;
+  if (size > 1) {
+    std::vector<char> in(k_notice_max);
+    MPI_Status status;
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Sendrecv(name.data(), static_cast<int>(name.size()), MPI_BYTE, (rank + 1) % size,
+                                           k_name_tag, in.data(), k_notice_max, MPI_BYTE, (rank + size - 1) % size,
+                                           k_name_tag, own.comm, &status)));
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    watched.assign(in.data(), static_cast<std::size_t>(std::clamp(count, 0, k_notice_max)));
+  }
   std::unique_ptr<liveness> l(new liveness(own.comm, rank, size, options, name));
+  if (size > 1) {
+    std::lock_guard lock(l->names_mutex_);  // (the heartbeat thread is running)
+    l->names_[(rank + size - 1) % size] = std::move(watched);
+  }
   static std::once_flag registered;
   std::call_once(registered, [] { std::atexit(liveness_at_exit); });
   g_live.store(l.get());
@@ -80,6 +99,7 @@ liveness::liveness(MPI_Comm comm, int rank, int size, liveness_options options, 
       size_(size),
       options_(options),
       name_(std::move(name)),
+      successor_(size > 1 ? (rank + 1) % size : rank),
       last_heard_(static_cast<std::size_t>(size), clock::now()),
       gone_(static_cast<std::size_t>(size), 0) {
   if (size_ > 1) thread_ = std::thread([this] { run(); });
@@ -216,10 +236,8 @@ void liveness::run() {
   auto next_beat = clock::now();
   std::vector<char> buffer(k_notice_max);
   char beat = 0;
-  // Each rank names itself to the rank that watches it (its successor in the ring), and again to a
-  // new successor when the old one leaves: a watcher knows the name of the rank it watches, with
-  // O(1) messages per rank at start instead of an all-gather of every rank's name.
-  introduce();
+  // A rank named itself to its successor in start(); it does again to a new successor when the
+  // old one leaves, so a watcher knows the name of the rank it watches.
   while (!stopping_) {
     if (neighbour(+1) != successor_) introduce();
     const auto now = clock::now();

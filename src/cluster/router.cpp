@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <mutex>
@@ -91,6 +92,8 @@ class router_core_impl final : public detail::router_core {
     in_flight_per_peer_.assign(static_cast<std::size_t>(size_), 0);
     goodbye_from_.assign(static_cast<std::size_t>(size_), 0);
     packets_to_.assign(static_cast<std::size_t>(size_), 0);
+    goodbye_sent_.assign(static_cast<std::size_t>(size_), 0);
+    staged_listed_.assign(static_cast<std::size_t>(size_), 0);
     packets_from_.assign(static_cast<std::size_t>(size_), 0);
     goodbye_count_.assign(static_cast<std::size_t>(size_), 0);
   }
@@ -250,6 +253,11 @@ class router_core_impl final : public detail::router_core {
       MPI_Cancel(&r);
       MPI_Wait(&r, MPI_STATUS_IGNORE);
     }
+    for (auto& h : handoff_) {
+      send_requests_.push_back(h.request);
+      send_slots_.push_back({h.peer, std::move(h.buffer)});
+    }
+    handoff_.clear();
     for (auto& r : send_requests_) {
       if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
     }
@@ -302,6 +310,7 @@ class router_core_impl final : public detail::router_core {
     s.malformed = malformed_.load();
     s.packets_sent = packets_sent_.load();
     s.packets_received = packets_received_.load();
+    s.direct = direct_sent_.load();
     return s;
   }
   const router_options& options() const noexcept { return options_; }
@@ -382,6 +391,14 @@ class router_core_impl final : public detail::router_core {
     std::atomic<bool> failed{false};
     std::string failure;  // under mutex
     bool closed = false;  // under mutex: goodbye staged, nothing may follow it
+    // The send paths (see enqueue): what a caller looks at to decide between sending itself and
+    // staging, and what the progress thread looks at to decide when to take the staging.
+    std::int64_t last_send_ns = 0;     // under mutex: the last envelope accepted
+    std::uint64_t direct_packets = 0;  // under mutex: packets callers handed to MPI themselves
+    std::atomic<int> taken_unsent{0};  // buffers the progress thread took and has not fully sent
+    std::atomic<std::size_t> staged_bytes{0};
+    std::atomic<std::int64_t> first_staged_ns{0};  // when staging got its first envelope
+    std::atomic<bool> urgent{false};               // staging holds an ask or a reply
   };
   struct outgoing {
     std::vector<std::byte> bytes;
@@ -412,11 +429,22 @@ class router_core_impl final : public detail::router_core {
     return true;
   }
 
+  // Two ways out. A caller whose peer is quiet (nothing staged or unsent, nothing accepted in the
+  // last direct_gap) hands its envelope to MPI itself: no hand-off to the progress thread, which is
+  // what an ask or a reply across ranks waits for. Otherwise the envelope is staged behind the
+  // others, and the progress thread sends the staging as one packet once it is half a packet, holds
+  // an ask or a reply, or is `cork` old: a stream of tells goes out as packets of many envelopes,
+  // so that neither side pays an MPI message per tell. Both ways keep the order per peer: a caller
+  // sends itself only when nothing older is staged or unsent.
   result<void> enqueue(int peer, std::vector<std::byte>&& envelope, bool may_block) {
     auto& o = *out_[static_cast<std::size_t>(peer)];
     if (may_block && o.queued.load(std::memory_order_acquire) >= options_.queue_limit) {
       ATOMR_TRY(wait_for_room(peer, o));
     }
+    const bool caller = std::this_thread::get_id() != progress_id_.load(std::memory_order_relaxed);
+    const bool urgent = envelope.size() >= k_envelope_header_size &&
+                        (read_flags(envelope) & (serialization::k_flag_ask | serialization::k_flag_reply)) != 0;
+    bool first = false;
     {
       std::lock_guard lock(o.mutex);
       if (o.failed.load(std::memory_order_relaxed)) {
@@ -426,24 +454,78 @@ class router_core_impl final : public detail::router_core {
         return error(errc::unavailable, "the router of rank " + std::to_string(rank_) + " has said goodbye to rank " +
                                             std::to_string(peer) + " (stopped)");
       }
+      const std::int64_t now = now_ns();
+      const bool quiet = now - o.last_send_ns >= options_.direct_gap.count() * 1000;
+      o.last_send_ns = now;
+      if (caller && quiet && options_.direct_gap.count() > 0 && o.staged == 0 &&
+          o.taken_unsent.load(std::memory_order_acquire) == 0 && envelope.size() <= options_.packet_bytes) {
+        return send_direct(peer, o, std::move(envelope));
+      }
       if (o.staging.empty()) {
         o.staging.swap(envelope);
       } else {
         o.staging.insert(o.staging.end(), envelope.begin(), envelope.end());
       }
+      o.staged_bytes.store(o.staging.size(), std::memory_order_relaxed);
       if (o.staged++ == 0) {
         // The first envelope since the progress thread last took this peer's: list the peer, so
         // that the progress thread looks at the peers with output, not at every peer.
+        o.first_staged_ns.store(now, std::memory_order_relaxed);
         std::lock_guard listed(dirty_mutex_);
         dirty_.push_back(peer);
+        first = true;
+      }
+      if (urgent && !o.urgent.load(std::memory_order_relaxed)) {
+        o.urgent.store(true, std::memory_order_relaxed);
+        first = true;
       }
       o.queued.fetch_add(1, std::memory_order_acq_rel);
     }
+    // Only news wakes the progress thread: a tell behind others already staged costs the caller
+    // no write to a line the progress thread spins on.
+    if (first) signal_output();
+    return ok();
+  }
+
+  // Under o.mutex (which orders it against the other senders to this peer).
+  result<void> send_direct(int peer, peer_out& o, std::vector<std::byte>&& envelope) {
+    MPI_Request r;
+    ATOMR_TRY(ATOMR_MPI_CHECK(
+        MPI_Isend(envelope.data(), static_cast<int>(envelope.size()), MPI_BYTE, peer, k_packet_tag, comm_, &r)));
+    ++o.direct_packets;
+    sent_.fetch_add(1, std::memory_order_relaxed);
+    packets_sent_.fetch_add(1, std::memory_order_relaxed);
+    direct_sent_.fetch_add(1, std::memory_order_relaxed);
+    int done = 0;
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE)));
+    if (done) return ok();  // (small messages: copied out at once)
+    // Still in flight: the progress thread sees it through, keeping the bytes alive until then.
+    auto buffer = std::make_shared<outgoing>();
+    buffer->bytes = std::move(envelope);
+    buffer->offset = buffer->bytes.size();
+    buffer->chunks_open = 1;
+    {
+      std::lock_guard lock(handoff_mutex_);
+      handoff_.push_back({peer, r, std::move(buffer)});
+    }
+    signal_output();
+    return ok();
+  }
+
+  void signal_output() {
     // seq_cst with the progress thread's sleeping_/has_output_ pair: one of the two sees the other.
     has_output_.store(true);
     if (sleeping_.load()) wake();
-    return ok();
   }
+
+  static std::uint16_t read_flags(const std::vector<std::byte>& envelope) {
+    // The header's flags field (envelope.hpp's layout: after the magic, version and header size).
+    std::uint16_t flags = 0;
+    std::memcpy(&flags, envelope.data() + serialization::k_envelope_flags_offset, sizeof(flags));
+    return flags;
+  }
+
+  static std::int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
 
   result<void> wait_for_room(int peer, peer_out& o) {
     const std::string full = "the router's queue to rank " + std::to_string(peer) + " is full (" +
@@ -645,39 +727,82 @@ class router_core_impl final : public detail::router_core {
     }
   }
 
+  // Moves a peer's staging to its send queue (progress thread).
+  void take_staging(int p, peer_out& o) {
+    std::vector<std::byte> bytes;
+    std::size_t messages = 0;
+    {
+      std::lock_guard lock(o.mutex);
+      if (o.staged == 0) return;
+      bytes.swap(o.staging);
+      messages = o.staged;
+      o.staged = 0;
+      o.staged_bytes.store(0, std::memory_order_relaxed);
+      o.urgent.store(false, std::memory_order_relaxed);
+      o.taken_unsent.fetch_add(1, std::memory_order_acq_rel);
+      if (!spare_.empty()) {
+        o.staging.swap(spare_.back());
+        spare_.pop_back();
+      }
+    }
+    auto buffer = std::make_shared<outgoing>();
+    buffer->bytes = std::move(bytes);
+    buffer->messages = messages;
+    sending_[static_cast<std::size_t>(p)].push_back(std::move(buffer));
+    if (!sending_listed_[static_cast<std::size_t>(p)]) {
+      sending_listed_[static_cast<std::size_t>(p)] = 1;
+      sending_peers_.push_back(p);
+    }
+  }
+
   result<void> progress_once(bool& active) {
-    // Take what callers staged.
+    // Take in what callers handed over: sends still in flight, and the peers with news in staging.
     if (has_output_.exchange(false, std::memory_order_acq_rel)) {
+      {
+        std::lock_guard lock(handoff_mutex_);
+        handoff_taken_.swap(handoff_);
+      }
+      for (auto& h : handoff_taken_) {
+        ++in_flight_per_peer_[static_cast<std::size_t>(h.peer)];
+        send_requests_.push_back(h.request);
+        send_slots_.push_back({h.peer, std::move(h.buffer)});
+        active = true;
+      }
+      handoff_taken_.clear();
       {
         std::lock_guard listed(dirty_mutex_);
         dirty_taken_.swap(dirty_);
       }
       for (const int p : dirty_taken_) {
-        auto& o = *out_[static_cast<std::size_t>(p)];
-        std::vector<std::byte> bytes;
-        std::size_t messages = 0;
-        {
-          std::lock_guard lock(o.mutex);
-          if (o.staged == 0) continue;
-          bytes.swap(o.staging);
-          messages = o.staged;
-          o.staged = 0;
-          if (!spare_.empty()) {
-            o.staging.swap(spare_.back());
-            spare_.pop_back();
-          }
+        if (!staged_listed_[static_cast<std::size_t>(p)]) {
+          staged_listed_[static_cast<std::size_t>(p)] = 1;
+          staged_peers_.push_back(p);
         }
-        auto buffer = std::make_shared<outgoing>();
-        buffer->bytes = std::move(bytes);
-        buffer->messages = messages;
-        sending_[static_cast<std::size_t>(p)].push_back(std::move(buffer));
-        if (!sending_listed_[static_cast<std::size_t>(p)]) {
-          sending_listed_[static_cast<std::size_t>(p)] = 1;
-          sending_peers_.push_back(p);
-        }
-        active = true;
       }
       dirty_taken_.clear();
+    }
+    // Take the staging of the peers whose packet is due (see enqueue); the others stay listed.
+    if (!staged_peers_.empty()) {
+      const std::int64_t now = now_ns();
+      const std::int64_t cork_ns = options_.cork.count() * 1000;
+      for (std::size_t i = 0; i < staged_peers_.size();) {
+        const int p = staged_peers_[i];
+        auto& o = *out_[static_cast<std::size_t>(p)];
+        const bool due = o.urgent.load(std::memory_order_relaxed) ||
+                         o.staged_bytes.load(std::memory_order_relaxed) * 2 >= options_.packet_bytes ||
+                         now - o.first_staged_ns.load(std::memory_order_relaxed) >= cork_ns ||
+                         stop_requested_.load(std::memory_order_relaxed);
+        if (!due) {
+          ++i;
+          active = true;  // (keeps the thread looking: the packet is due within `cork`)
+          continue;
+        }
+        staged_listed_[static_cast<std::size_t>(p)] = 0;
+        staged_peers_[i] = staged_peers_.back();
+        staged_peers_.pop_back();
+        take_staging(p, o);
+        active = true;
+      }
     }
     // Hand chunks to MPI, for the peers with something to send (listed above; a peer leaves the
     // list once its queue is empty).
@@ -696,6 +821,7 @@ class router_core_impl final : public detail::router_core {
         if (out_[static_cast<std::size_t>(p)]->failed.load(std::memory_order_acquire)) {
           // Nothing more goes to a failed rank; its queue is released.
           out_[static_cast<std::size_t>(p)]->queued.fetch_sub(front->messages);
+          out_[static_cast<std::size_t>(p)]->taken_unsent.fetch_sub(1, std::memory_order_acq_rel);
           queue.pop_front();
           continue;
         }
@@ -711,7 +837,11 @@ class router_core_impl final : public detail::router_core {
         send_slots_.push_back({p, front});
         packets_sent_.fetch_add(1, std::memory_order_relaxed);
         active = true;
-        if (front->offset == front->bytes.size()) queue.pop_front();
+        if (front->offset == front->bytes.size()) {
+          // Its last byte is with MPI: a caller may now send to this peer itself (after it).
+          queue.pop_front();
+          out_[static_cast<std::size_t>(p)]->taken_unsent.fetch_sub(1, std::memory_order_acq_rel);
+        }
       }
     }
     // Finished sends.
@@ -797,7 +927,7 @@ class router_core_impl final : public detail::router_core {
   }
 
   bool nothing_to_send() const {
-    if (!send_requests_.empty() || has_output_.load()) return false;
+    if (!send_requests_.empty() || has_output_.load() || !staged_peers_.empty()) return false;
     for (const int p : sending_peers_) {
       if (!sending_[static_cast<std::size_t>(p)].empty()) return false;
     }
@@ -811,13 +941,15 @@ class router_core_impl final : public detail::router_core {
     for (int p = 0; p < size_; ++p) {
       auto& o = *out_[static_cast<std::size_t>(p)];
       {
+        // No caller sends to p after this: the count is final.
         std::lock_guard lock(o.mutex);
         o.closed = true;
+        goodbye_sent_[static_cast<std::size_t>(p)] = packets_to_[static_cast<std::size_t>(p)] + o.direct_packets;
       }
       if (o.failed.load()) continue;
       MPI_Request r;
       ATOMR_TRY(ATOMR_MPI_CHECK(
-          MPI_Isend(&packets_to_[static_cast<std::size_t>(p)], 1, MPI_UINT64_T, p, k_goodbye_tag, comm_, &r)));
+          MPI_Isend(&goodbye_sent_[static_cast<std::size_t>(p)], 1, MPI_UINT64_T, p, k_goodbye_tag, comm_, &r)));
       goodbye_requests_.push_back(r);
     }
     return ok();
@@ -946,7 +1078,18 @@ class router_core_impl final : public detail::router_core {
   std::size_t head_ = 0;
   std::vector<detail::stream_reader> readers_;
   std::vector<char> goodbye_from_;
-  std::vector<std::uint64_t> packets_to_;     // packets sent to each peer
+  std::vector<int> staged_peers_;    // the peers whose staging waits to be taken
+  std::vector<char> staged_listed_;  // per peer: in staged_peers_
+  struct handed_off {
+    int peer = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::shared_ptr<outgoing> buffer;
+  };
+  std::mutex handoff_mutex_;
+  std::vector<handed_off> handoff_;           // callers' direct sends still in flight (under handoff_mutex_)
+  std::vector<handed_off> handoff_taken_;     // the progress thread's copy
+  std::vector<std::uint64_t> goodbye_sent_;   // what the goodbye to each peer says (kept for MPI)
+  std::vector<std::uint64_t> packets_to_;     // packets the progress thread sent to each peer
   std::vector<std::uint64_t> packets_from_;   // packets received from each peer
   std::vector<std::uint64_t> goodbye_count_;  // packets each peer says it sent here
   std::vector<MPI_Request> goodbye_requests_;
@@ -958,7 +1101,7 @@ class router_core_impl final : public detail::router_core {
   std::uint64_t cache_actor_ = 0;
 
   std::atomic<std::uint64_t> sent_{0}, received_{0}, dead_letters_{0}, malformed_{0}, packets_sent_{0},
-      packets_received_{0};
+      packets_received_{0}, direct_sent_{0};
 };
 
 void delivery_sink::message(const envelope_header& h, std::span<const std::byte> payload) {
@@ -988,6 +1131,10 @@ result<router_options> router_options::from_environment() {
   }
   ATOMR_ASSIGN_OR_RETURN(std::size_t idle, size_tunable(tunables::router_idle, 0));
   o.idle_after = std::chrono::microseconds(idle);
+  ATOMR_ASSIGN_OR_RETURN(std::size_t gap, size_tunable(tunables::router_direct, 0));
+  o.direct_gap = std::chrono::microseconds(gap);
+  ATOMR_ASSIGN_OR_RETURN(std::size_t cork, size_tunable(tunables::router_cork, 0));
+  o.cork = std::chrono::microseconds(cork);
   const std::string policy = tunable_value(tunables::router_overflow);
   if (policy == "block") {
     o.on_full = overflow::block;

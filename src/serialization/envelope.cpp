@@ -22,7 +22,7 @@ struct wire_header {
 };
 static_assert(std::is_trivially_copyable_v<wire_header> && std::is_standard_layout_v<wire_header>);
 static_assert(sizeof(wire_header) == k_envelope_header_size);
-static_assert(offsetof(wire_header, version) == 4 && offsetof(wire_header, flags) == 6 &&
+static_assert(offsetof(wire_header, version) == 4 && offsetof(wire_header, flags) == k_envelope_flags_offset &&
               offsetof(wire_header, type_id) == 8 && offsetof(wire_header, payload_length) == 12 &&
               offsetof(wire_header, correlation_id) == 16 && offsetof(wire_header, source_rank) == 24 &&
               offsetof(wire_header, destination_rank) == 28 && offsetof(wire_header, source_actor) == 32 &&

@@ -37,9 +37,12 @@
 //   says goodbye to every peer, drains what its peers sent, and stops. Asks still unanswered then
 //   fail with errc::unavailable.
 //
-// Threads: one progress thread per router drives MPI (sends, preposted receives) and delivers
-// inbound messages to mailboxes; callers never touch MPI. It spins while there is traffic and
-// backs off to short sleeps when idle (ATOMR_ROUTER_IDLE_US).
+// Threads: one progress thread per router drives MPI (staged sends, preposted receives) and
+// delivers inbound messages to mailboxes. It spins while there is traffic and backs off to short
+// sleeps when idle (ATOMR_ROUTER_IDLE_US). A caller whose peer is quiet (nothing staged or unsent
+// to it, and nothing sent for ATOMR_ROUTER_DIRECT_US) calls MPI_Isend itself: an ask or reply
+// then costs no thread hand-off. Dense streams are staged and sent as packets of many envelopes,
+// each packet at most ATOMR_ROUTER_CORK_US late (asks and replies are never held back).
 #pragma once
 
 #include <mpi.h>
@@ -75,6 +78,9 @@ struct router_options {
   std::chrono::milliseconds block_timeout{10000};  // how long a blocked send waits for room
   std::size_t packet_bytes = 64 * 1024;            // ATOMR_ROUTER_PACKET: the largest MPI message
   std::chrono::microseconds idle_after{2000};      // ATOMR_ROUTER_IDLE_US: spin this long after traffic
+  // A caller sends itself when its peer got nothing for this long (0: never; see router.cpp).
+  std::chrono::microseconds direct_gap{2};         // ATOMR_ROUTER_DIRECT_US
+  std::chrono::microseconds cork{2};               // ATOMR_ROUTER_CORK_US: the longest a staged tell waits
   std::chrono::milliseconds drain_timeout{30000};  // stop(): how long to wait for peers' goodbyes
   // The above from the environment (a bad value is an error naming the variable).
   static result<router_options> from_environment();
@@ -87,6 +93,7 @@ struct router_stats {
   std::uint64_t malformed = 0;     // envelopes or streams refused as malformed or oversized
   std::uint64_t packets_sent = 0;
   std::uint64_t packets_received = 0;
+  std::uint64_t direct = 0;  // envelopes the calling thread handed to MPI itself
 };
 
 namespace detail {

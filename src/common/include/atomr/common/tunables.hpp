@@ -64,12 +64,35 @@ inline constexpr tunable router_packet{"router_packet", "ATOMR_ROUTER_PACKET", "
                                        "router: largest MPI message, bytes (rank 0's value is used)"};
 inline constexpr tunable router_idle{"router_idle_us", "ATOMR_ROUTER_IDLE_US", "2000",
                                      "router: the progress thread spins this long after traffic, then naps, us"};
+inline constexpr tunable router_direct{"router_direct_us", "ATOMR_ROUTER_DIRECT_US", "2",
+                                       "router: a caller sends itself to a peer quiet this long, us (0: never)"};
+inline constexpr tunable router_cork{"router_cork_us", "ATOMR_ROUTER_CORK_US", "2",
+                                     "router: the longest a staged tell waits to fill a packet, us"};
 
-inline constexpr std::array k_all{&log,          &wire_max_payload,    &wire_max_container, &coll_init_timeout,
-                                  &coll_timeout, &coll_check,          &coll_pack_bytes,    &nccl_blocking,
-                                  &trace,        &trace_requests,      &heartbeat,          &heartbeat_timeout,
-                                  &on_failure,   &router_queue,        &router_overflow,    &router_packet,
-                                  &router_idle,  &nccl_scalable_ranks, &nccl_ranks_per_id};
+inline constexpr tunable cuda_ipc{"cuda_ipc", "ATOMR_CUDA_IPC", "1",
+                                  "buffer fetches between GPU ranks of one node: CUDA IPC (1) or host staging (0)"};
+
+inline constexpr std::array k_all{&log,
+                                  &wire_max_payload,
+                                  &wire_max_container,
+                                  &coll_init_timeout,
+                                  &coll_timeout,
+                                  &coll_check,
+                                  &coll_pack_bytes,
+                                  &nccl_blocking,
+                                  &trace,
+                                  &trace_requests,
+                                  &heartbeat,
+                                  &heartbeat_timeout,
+                                  &on_failure,
+                                  &router_queue,
+                                  &router_overflow,
+                                  &router_packet,
+                                  &router_idle,
+                                  &router_direct,
+                                  &router_cork,
+                                  &nccl_scalable_ranks,
+                                  &nccl_ranks_per_id};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

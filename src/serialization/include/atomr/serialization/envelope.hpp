@@ -19,6 +19,9 @@ namespace atomr::serialization {
 
 inline constexpr std::uint16_t k_wire_version = 1;
 inline constexpr std::size_t k_envelope_header_size = 48;
+// Where the flags (ask, reply) sit in an encoded header: for a sender that sorts envelopes it
+// made itself without decoding them.
+inline constexpr std::size_t k_envelope_flags_offset = 6;
 
 // An actor anywhere in the job. `actor` is a spawned actor's id, or named_actor(name) for an actor
 // registered under a name (high bit set, so the two never collide).

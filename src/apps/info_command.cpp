@@ -55,7 +55,8 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
         "docs/benchmarks.md)\n";
 
   // How a token fetch travels between each pair (buffer_registry.hpp): within a rank a device
-  // or peer copy; between ranks MPI, staged through host memory for GPU buffers.
+  // or peer copy; between GPU ranks of one node CUDA IPC (unless ATOMR_CUDA_IPC=0); otherwise
+  // MPI, staged through host memory for GPU buffers.
   os << "\ntoken fetches (owner -> fetcher):\n";
   text_table fetches({"pair", "path"});
   // Beyond 8 ranks, one row per kind of pair (the table would have ranks^2 rows).
@@ -69,8 +70,14 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
         path = owner.devices.size() > 1 ? "device copy, peer copy between its devices" : "device copy";
       } else {
         const bool gpu = owner.no_gpu_reason.empty() || fetcher.no_gpu_reason.empty();
-        path = gpu ? "MPI, staged through host memory" : "MPI (host memory, no staging)";
-        path += owner.identity.node_id == fetcher.identity.node_id ? ", same node" : ", across nodes";
+        const bool both_gpu = owner.no_gpu_reason.empty() && fetcher.no_gpu_reason.empty();
+        const bool same_node = owner.identity.node_id == fetcher.identity.node_id;
+        if (both_gpu && same_node && ATOMR_HAVE_CUDA && tunable_value(tunables::cuda_ipc) != "0") {
+          path = "CUDA IPC, GPU to GPU";
+        } else {
+          path = gpu ? "MPI, staged through host memory" : "MPI (host memory, no staging)";
+        }
+        path += same_node ? ", same node" : ", across nodes";
       }
       if (reports.size() <= 8) {
         fetches.add_row({"rank " + std::to_string(o) + " -> rank " + std::to_string(f), path});

@@ -4,6 +4,7 @@
 // a pair never depend on each other's order.
 #include "atomr/cluster/buffer_registry.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <list>
@@ -11,11 +12,15 @@
 #include <random>
 #include <thread>
 #include <unordered_map>
+#include <variant>
 
 #include "atomr/cluster/liveness.hpp"
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/log.hpp"
 #include "atomr/common/spin.hpp"
+#include "atomr/common/tunables.hpp"
+#include "cuda_ipc.hpp"
+#include "fd_exchange.hpp"
 #if ATOMR_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -34,13 +39,53 @@ struct fetch_ask {
   }
 };
 
+// CUDA IPC (same node): the owner answers with its pool and the allocation, and keeps the
+// buffer pinned until the consumer's ipc_done.
+struct ipc_grant {
+  std::uint64_t pool_id = 0;             // the owner's pool, as its fd server knows it
+  std::vector<std::uint8_t> allocation;  // cudaMemPoolPtrExportData
+  std::uint64_t pin = 0;                 // what ipc_done names
+  template <class A>
+  void serialize(A& ar) {
+    ar(pool_id, allocation, pin);
+  }
+};
+struct ipc_ask {
+  gpu_token token;
+  std::uint32_t job = 0;
+  std::uint32_t consumer = 0;
+  local::reply_to<ipc_grant> reply;
+  template <class A>
+  void serialize(A& ar) {
+    ar(token, job, consumer, reply);
+  }
+};
+struct ipc_done {
+  std::uint64_t pin = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(pin);
+  }
+};
+using server_msg = std::variant<fetch_ask, ipc_ask, ipc_done>;
+
 }  // namespace atomr::cluster
 
-// atomr's own id (see registry.hpp): a type of the cluster layer, since it holds a reply_to.
+// atomr's own ids (see registry.hpp): types of the cluster layer, since they hold a reply_to.
 template <>
 struct atomr::serialization::user_message<atomr::cluster::fetch_ask> {
   static constexpr std::uint32_t id = 0x100;
   static constexpr std::string_view name = "fetch_ask";
+};
+template <>
+struct atomr::serialization::user_message<atomr::cluster::ipc_ask> {
+  static constexpr std::uint32_t id = 0x101;
+  static constexpr std::string_view name = "ipc_ask";
+};
+template <>
+struct atomr::serialization::user_message<atomr::cluster::ipc_done> {
+  static constexpr std::uint32_t id = 0x102;
+  static constexpr std::string_view name = "ipc_done";
 };
 
 namespace atomr::cluster {
@@ -50,6 +95,7 @@ std::string_view to_string(fetch_route r) noexcept {
     case fetch_route::local_copy: return "device copy";
     case fetch_route::peer_copy: return "peer copy";
     case fetch_route::mpi_staged: return "MPI, staged through host memory";
+    case fetch_route::cuda_ipc: return "CUDA IPC (same node, GPU to GPU)";
   }
   return "?";
 }
@@ -208,7 +254,63 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
   std::unordered_map<std::uint64_t, export_entry> exports;
   std::unordered_map<std::uint64_t, std::string> ended;  // buffer id -> why it ended
   std::uint64_t next_export = 1;
-  local::actor_ref<fetch_ask> server;
+  local::actor_ref<server_msg> server;
+
+  // CUDA IPC. Owner side: the shareable pools by id (what the fd server hands out), the device
+  // each belongs to and the generation it was read in, and the buffers pinned for consumers.
+  struct shared_pool {
+    void* pool = nullptr;
+    int device = 0;
+    std::uint64_t generation = 0;
+  };
+  struct pin_entry {
+    std::shared_ptr<local::buffer_block> block;
+    int consumer = 0;
+  };
+  std::vector<char> same_node;  // per rank
+  std::unique_ptr<fd_server> fds;
+  std::unordered_map<std::uint64_t, shared_pool> pools;  // under mutex
+  std::unordered_map<std::uint64_t, pin_entry> pins;     // under mutex
+  std::uint64_t next_pin = 1;
+  // Consumer side: imported pools, and the owners IPC failed with (then the staged path serves;
+  // the reason is logged once).
+  ipc_importer importer;
+  std::vector<std::unique_ptr<std::atomic<bool>>> ipc_off;  // per rank
+
+  std::string fd_server_name(int r) const { return "atomr-" + std::to_string(job) + "-" + std::to_string(r); }
+  bool ipc_possible(int owner) const {
+    return cuda_ipc_built() && owner >= 0 && owner < static_cast<int>(same_node.size()) &&
+           same_node[static_cast<std::size_t>(owner)] && fds && !ipc_off[static_cast<std::size_t>(owner)]->load();
+  }
+  void ipc_failed(int owner, const error& why) {
+    if (!ipc_off[static_cast<std::size_t>(owner)]->exchange(true)) {
+      logger()->warn("CUDA IPC with rank {} failed ({}); fetches from it go through host memory", owner,
+                     why.describe());
+    }
+  }
+  // The pool id of `dev`'s shareable pool (read from the device when its generation changed).
+  result<std::uint64_t> pool_of(const local::device& dev, std::uint64_t generation) {
+    {
+      std::lock_guard lock(mutex);
+      for (const auto& [id, p] : pools) {
+        if (p.device == dev.index() && p.generation == generation) return id;
+      }
+    }
+    auto pool = std::make_shared<void*>(nullptr);
+    ATOMR_TRY(dev.run([pool](const local::stream_context& ctx) -> result<void> {
+                   *pool = ctx.shareable_pool;
+                   return ok();
+                 })
+                  .get());
+    if (*pool == nullptr) {
+      return error(errc::unavailable,
+                   "device " + std::to_string(dev.index()) + "'s memory pool cannot be shared with other processes");
+    }
+    std::lock_guard lock(mutex);
+    const std::uint64_t id = pools.size() + 1;
+    pools[id] = shared_pool{*pool, dev.index(), generation};
+    return id;
+  }
 
   // Host memory for staged transfers: pinned where CUDA is built in (so the device's copies to
   // and from it are plain DMA, not staged again), uninitialized, and reused (a few buffers are
@@ -366,19 +468,90 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
       send(staging.get(), staging);
     });
   }
+
+  // Owner side of a CUDA IPC fetch: pin the buffer, answer with its pool and allocation.
+  void serve_ipc(ipc_ask& ask) {
+    if (ask.job != job) {
+      ask.reply.fail(error(errc::invalid_argument, "token from another job (job tag " + std::to_string(ask.job) +
+                                                       ", this job " + std::to_string(job) + ")"));
+      return;
+    }
+    auto entry = resolve(ask.token);
+    if (!entry) {
+      ask.reply.fail(entry.error_value());
+      return;
+    }
+    const local::device* dev = device_of(*entry->block);
+    if (!dev) {
+      ask.reply.fail(error(errc::stale_ref, to_string(ask.token) + ": its device is gone"));
+      return;
+    }
+    // "ipc:" marks a refusal of the path (the consumer takes the staged one), not of the token.
+    auto refuse = [&](const error& why) { ask.reply.fail(error(errc::unavailable, "ipc: " + why.message())); };
+    if (dev->kind() != local::device_kind::cuda) {
+      refuse(error(errc::unavailable, "the buffer is in host memory"));
+      return;
+    }
+    auto pool_id = pool_of(*dev, entry->block->generation);
+    if (!pool_id) {
+      refuse(pool_id.error_value());
+      return;
+    }
+    auto allocation = ipc_export_allocation(dev->index(), entry->block->ptr);
+    if (!allocation) {
+      refuse(allocation.error_value());
+      return;
+    }
+    std::uint64_t pin = 0;
+    {
+      std::lock_guard lock(mutex);
+      pin = next_pin++;
+      pins[pin] = pin_entry{entry->block, static_cast<int>(ask.consumer)};
+    }
+    ask.reply.send(ipc_grant{*pool_id, std::move(*allocation), pin});
+  }
+  void unpin(std::uint64_t pin) {
+    std::lock_guard lock(mutex);
+    pins.erase(pin);
+  }
+  void unpin_consumer(int consumer) {
+    std::lock_guard lock(mutex);
+    std::erase_if(pins, [&](const auto& p) { return p.second.consumer == consumer; });
+  }
+  void fetch_ipc(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst, const local::device& dst_dev,
+                 const std::shared_ptr<local::promise<void>>& shared);
+  void fetch_staged(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst, const local::device& dst_dev,
+                    const std::shared_ptr<local::promise<void>>& shared);
+  // The fd server's answer: a new descriptor for the pool `id`.
+  result<fd_server::provided> provide_pool(std::uint64_t id) {
+    shared_pool p;
+    {
+      std::lock_guard lock(mutex);
+      const auto it = pools.find(id);
+      if (it == pools.end()) return error(errc::invalid_argument, "no pool " + std::to_string(id) + " here");
+      p = it->second;
+    }
+    ATOMR_ASSIGN_OR_RETURN(const int fd, ipc_export_pool(p.device, p.pool));
+    return fd_server::provided{fd, true};
+  }
 };
 
 namespace {
-class fetch_server : public local::actor<fetch_ask> {
+class fetch_server : public local::actor<server_msg> {
  public:
   explicit fetch_server(std::weak_ptr<registry_state> state) : state_(std::move(state)) {}
-  void receive(fetch_ask& ask) override {
+  void receive(server_msg& m) override {
     auto s = state_.lock();
-    if (!s) {
-      ask.reply.fail(error(errc::unavailable, "the buffer registry has stopped"));
-      return;
+    const error stopped(errc::unavailable, "the buffer registry has stopped");
+    if (auto* ask = std::get_if<fetch_ask>(&m)) {
+      if (!s) return ask->reply.fail(stopped);
+      s->serve(*ask, static_cast<int>(ask->consumer));
+    } else if (auto* ipc = std::get_if<ipc_ask>(&m)) {
+      if (!s) return ipc->reply.fail(stopped);
+      s->serve_ipc(*ipc);
+    } else if (auto* done = std::get_if<ipc_done>(&m); done && s) {
+      s->unpin(done->pin);
     }
-    s->serve(ask, static_cast<int>(ask.consumer));
   }
 
  private:
@@ -405,9 +578,53 @@ result<std::unique_ptr<buffer_registry>> buffer_registry::start(MPI_Comm world, 
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Bcast(&job, 1, MPI_UINT32_T, 0, state->comm)));
   state->job = job;
   state->mover = std::make_unique<detail::transfer_thread>(state->comm);
-  // Transfers with a rank that liveness declares failed end at once, naming it.
+  // Which ranks share this node (CUDA IPC works only between them).
+  int size = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(state->comm, &size)));
+  state->same_node.assign(static_cast<std::size_t>(size), 0);
+  for (int p = 0; p < size; ++p) state->ipc_off.push_back(std::make_unique<std::atomic<bool>>(false));
+  {
+    MPI_Comm node = MPI_COMM_NULL;
+    ATOMR_TRY(
+        ATOMR_MPI_CHECK(MPI_Comm_split_type(state->comm, MPI_COMM_TYPE_SHARED, state->rank, MPI_INFO_NULL, &node)));
+    int local = 0;
+    MPI_Group node_group, all_group;
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(node, &local)));
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_group(node, &node_group)));
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_group(state->comm, &all_group)));
+    std::vector<int> in_node(static_cast<std::size_t>(local)), in_all(static_cast<std::size_t>(local));
+    for (int i = 0; i < local; ++i) in_node[static_cast<std::size_t>(i)] = i;
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Group_translate_ranks(node_group, local, in_node.data(), all_group, in_all.data())));
+    for (const int peer : in_all) {
+      if (peer >= 0 && peer < size) state->same_node[static_cast<std::size_t>(peer)] = 1;
+    }
+    MPI_Group_free(&node_group);
+    MPI_Group_free(&all_group);
+    MPI_Comm_free(&node);
+  }
+  // The fd server for CUDA IPC, where there is a GPU to share (a failure only costs the fast path).
+  const bool any_gpu = std::any_of(state->devices.begin(), state->devices.end(),
+                                   [](const local::device& d) { return d.kind() == local::device_kind::cuda; });
+  if (detail::cuda_ipc_built() && any_gpu && tunable_value(tunables::cuda_ipc) != "0") {
+    auto fds = detail::fd_server::start(
+        state->fd_server_name(state->rank),
+        [weak = std::weak_ptr(state)](std::uint64_t key) -> result<detail::fd_server::provided> {
+          auto s = weak.lock();
+          if (!s) return error(errc::unavailable, "the buffer registry has stopped");
+          return s->provide_pool(key);
+        });
+    if (fds) {
+      state->fds = std::move(*fds);
+    } else {
+      detail::logger()->warn("CUDA IPC off: {}", fds.error_value().describe());
+    }
+  }
+  // Transfers with a rank that liveness declares failed end at once, naming it; its pins go.
   state->listener = add_failure_listener([weak = std::weak_ptr(state)](int peer, const std::string& text) {
-    if (auto s = weak.lock()) s->mover->fail_peer(peer, error(errc::unavailable, text));
+    if (auto s = weak.lock()) {
+      s->mover->fail_peer(peer, error(errc::unavailable, text));
+      s->unpin_consumer(peer);
+    }
   });
   auto server = r.core()->system().spawn<detail::fetch_server>(local::spawn_options{.name = "atomr.buffers"},
                                                                std::weak_ptr<detail::registry_state>(state));
@@ -420,6 +637,7 @@ result<std::unique_ptr<buffer_registry>> buffer_registry::start(MPI_Comm world, 
 buffer_registry::~buffer_registry() {
   remove_failure_listener(state_->listener);
   state_->server.stop();
+  state_->fds.reset();
   state_->mover.reset();
   {
     std::lock_guard lock(state_->mutex);
@@ -537,20 +755,95 @@ local::future<void> buffer_registry::fetch_block(const remote_buffer& handle,
     const local::device* src_dev = state_->device_of(*entry->block);
     return src_dev == dst_dev || src_dev == nullptr ? dst_dev->copy(dst, src) : dst_dev->copy_from_peer(dst, src);
   }
-  const std::uint32_t tag = state_->next_tag.fetch_add(1) % (1u << 20) + 1;  // within every MPI's tag range
+  auto shared = std::make_shared<local::promise<void>>(std::move(out));
+  if (dst_dev->kind() == local::device_kind::cuda && state_->ipc_possible(owner)) {
+    state_->fetch_ipc(handle, dst, *dst_dev, shared);
+  } else {
+    state_->fetch_staged(handle, dst, *dst_dev, shared);
+  }
+  return done;
+}
+
+namespace detail {
+
+// Consumer side of a CUDA IPC fetch: ask for the grant, then on this rank's device: import the
+// pool (once) and the allocation, copy, free the import; then let the owner unpin. Where the path
+// itself fails (not the token), the fetch goes the staged way and later ones from that owner too.
+void registry_state::fetch_ipc(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst,
+                               const local::device& dst_dev, const std::shared_ptr<local::promise<void>>& shared) {
+  const int owner = static_cast<int>(handle.token.node_id);
+  ipc_ask ask;
+  ask.token = handle.token;
+  ask.job = handle.job;
+  ask.consumer = static_cast<std::uint32_t>(rank);
+  auto owner_server = router_->lookup<server_msg>(owner, k_server_name);
+  auto answer = owner_server.ask<ipc_grant>(
+      [&](local::reply_to<ipc_grant> reply) {
+        ask.reply = std::move(reply);
+        return server_msg(std::move(ask));
+      },
+      std::chrono::seconds(60));
+  answer.then(
+      [self = shared_from_this(), shared, owner, dst, dst_dev, handle, owner_server](const result<ipc_grant>& grant) {
+        if (!grant) {
+          const auto& e = grant.error_value();
+          if (e.code() == errc::unavailable && e.message().starts_with("ipc: ")) {
+            self->ipc_failed(owner, e);
+            self->fetch_staged(handle, dst, dst_dev, shared);
+            return;
+          }
+          shared->set_error(e.with_context("fetching " + to_string(handle.token)));
+          return;
+        }
+        auto path_failed = std::make_shared<bool>(false);
+        const std::string name = self->fd_server_name(owner);
+        dst_dev
+            .run(
+                [self, owner, grant = *grant, name, dst, bytes = handle.bytes,
+                 path_failed](const local::stream_context& ctx) -> result<void> {
+                  auto pool = self->importer.pool(owner, grant.pool_id, name, ctx.device);
+                  if (!pool) {
+                    *path_failed = true;
+                    return pool.error_value();
+                  }
+                  auto copied = ipc_importer::copy_in(*pool, grant.allocation, dst.block()->ptr, bytes, ctx.stream);
+                  if (!copied) *path_failed = true;
+                  return copied;
+                },
+                {dst.block()})
+            .then([self, shared, owner, dst, dst_dev, handle, owner_server, pin = grant->pin,
+                   path_failed](const result<void>& r) {
+              (void)owner_server.tell(server_msg(ipc_done{pin}));
+              if (r) {
+                shared->set_value();
+              } else if (*path_failed) {
+                self->ipc_failed(owner, r.error_value());
+                self->fetch_staged(handle, dst, dst_dev, shared);
+              } else {
+                shared->set_error(r.error_value().with_context("fetching " + to_string(handle.token)));
+              }
+            });
+      });
+}
+
+// Consumer side of a staged fetch: the owner reads the buffer into host memory and sends it with
+// MPI on the registry's communicator under a tag of this fetch's own; this rank uploads it.
+void registry_state::fetch_staged(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst,
+                                  const local::device& dst_dev, const std::shared_ptr<local::promise<void>>& shared) {
+  const int owner = static_cast<int>(handle.token.node_id);
+  const std::uint32_t tag = next_tag.fetch_add(1) % (1u << 20) + 1;  // within every MPI's tag range
   fetch_ask ask;
   ask.request = serialization::fetch_request{handle.token, 0, handle.bytes, tag};
   ask.job = handle.job;
-  ask.consumer = static_cast<std::uint32_t>(state_->rank);
-  auto server = state_->router_->lookup<fetch_ask>(owner, detail::k_server_name);
-  auto shared = std::make_shared<local::promise<void>>(std::move(out));
-  auto answer = server.ask<serialization::fetch_ready>(
+  ask.consumer = static_cast<std::uint32_t>(rank);
+  auto owner_server = router_->lookup<server_msg>(owner, k_server_name);
+  auto answer = owner_server.ask<serialization::fetch_ready>(
       [&](local::reply_to<serialization::fetch_ready> reply) {
         ask.reply = std::move(reply);
-        return std::move(ask);
+        return server_msg(std::move(ask));
       },
       std::chrono::seconds(60));
-  answer.then([state = state_, shared, owner, dst, dst_dev = *dst_dev, token = handle.token,
+  answer.then([state = shared_from_this(), shared, owner, dst, dst_dev, token = handle.token,
                bytes = handle.bytes](const result<serialization::fetch_ready>& ready) {
     if (!ready) {
       shared->set_error(ready.error_value().with_context("fetching " + to_string(token)));
@@ -575,23 +868,28 @@ local::future<void> buffer_registry::fetch_block(const remote_buffer& handle,
             return;
           }
           const auto t_got = std::chrono::steady_clock::now();
-          detail::logger()->debug("fetch: {} bytes received {:.1f} us after the owner's answer", bytes,
-                                  std::chrono::duration<double, std::micro>(t_got - t_ready).count());
+          logger()->debug("fetch: {} bytes received {:.1f} us after the owner's answer", bytes,
+                          std::chrono::duration<double, std::micro>(t_got - t_ready).count());
           dst_dev
               .upload(dst, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(staging.get()), bytes))
               .then([shared, staging, t_got](const result<void>& up) {
-                detail::logger()->debug(
+                logger()->debug(
                     "fetch: uploaded in {:.1f} us",
                     std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t_got).count());
                 shared->set_result(up);
               });
         });
   });
-  return done;
 }
 
+}  // namespace detail
+
 fetch_route buffer_registry::route_from(int owner_rank) const {
-  if (owner_rank != state_->rank) return fetch_route::mpi_staged;
+  if (owner_rank != state_->rank) {
+    const bool gpu = std::any_of(state_->devices.begin(), state_->devices.end(),
+                                 [](const local::device& d) { return d.kind() == local::device_kind::cuda; });
+    return gpu && state_->ipc_possible(owner_rank) ? fetch_route::cuda_ipc : fetch_route::mpi_staged;
+  }
   return state_->devices.size() > 1 ? fetch_route::peer_copy : fetch_route::local_copy;
 }
 

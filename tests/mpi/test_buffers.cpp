@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "atomr/cluster/buffer_registry.hpp"
@@ -95,6 +97,38 @@ TEST_F(buffers_test, a_fetch_right_after_a_write_sees_it) {
 }
 
 #if ATOMR_WORLD_TEST_CUDA
+// GPU ranks of one node fetch from each other with CUDA IPC (unless ATOMR_CUDA_IPC=0), from 4 B to
+// 1 GiB, and the path is still IPC afterwards (a failure would have switched the pair to staging).
+TEST_F(buffers_test, gpu_ranks_of_a_node_fetch_exact_bytes_through_cuda_ipc) {
+  if (size_ < 2) GTEST_SKIP() << "needs 2 ranks";
+  const char* off = std::getenv("ATOMR_CUDA_IPC");
+  const bool ipc = off == nullptr || std::string(off) != "0";
+  const int owner = (rank_ + 1) % size_;
+  EXPECT_EQ(registry_->route_from(owner),
+            ipc ? atomr::cluster::fetch_route::cuda_ipc : atomr::cluster::fetch_route::mpi_staged);
+  auto word = [](int who, std::size_t i) { return static_cast<std::uint32_t>(i * 2654435761u) ^ (0x5a5a0000u + who); };
+  for (const std::size_t n : {std::size_t{1}, std::size_t{1} << 10, std::size_t{1} << 24, std::size_t{1} << 28}) {
+    std::vector<std::uint32_t> mine(n);
+    for (std::size_t i = 0; i < n; ++i) mine[i] = word(rank_, i);
+    auto buf = filled(mine);
+    auto handle = registry_->export_buffer(buf).get();
+    ASSERT_TRUE(handle) << handle.error_value();
+    const auto handles = all_handles(*handle);
+    auto into = dev_.allocate<std::uint32_t>(n).get().value();
+    ASSERT_TRUE(dev_.fill_bytes(into, 0xff).get());
+    auto got = registry_->fetch(handles[static_cast<std::size_t>(owner)], into).get();
+    ASSERT_TRUE(got) << n * 4 << " bytes from rank " << owner << ": " << got.error_value();
+    const auto back = read(into);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) wrong += back[i] != word(owner, i) ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << n * 4 << " bytes from rank " << owner;
+    MPI_Barrier(MPI_COMM_WORLD);
+    ASSERT_TRUE(registry_->release(*handle));
+  }
+  EXPECT_EQ(registry_->route_from(owner),
+            ipc ? atomr::cluster::fetch_route::cuda_ipc : atomr::cluster::fetch_route::mpi_staged);
+}
+
 TEST_F(buffers_test, a_fetch_right_after_a_kernel_wrote_sees_it) {
   const std::size_t n = 1 << 22;  // 16 MiB
   auto src = dev_.allocate<std::int32_t>(n).get().value();

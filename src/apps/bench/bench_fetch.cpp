@@ -1,8 +1,11 @@
 // `atomr bench fetch`: rank 1 fetches a buffer that rank 0 exported (run under mpirun with 2
 // ranks), each fetch waited for, against the raw transfer the fetch uses, in the same run:
 // - host devices (CI, --host): raw = MPI_Send/MPI_Recv of the bytes between the two buffers;
-// - GPUs: raw = cudaMemcpy to pinned host memory on rank 0, MPI_Send/MPI_Recv, cudaMemcpy to the
-//   GPU on rank 1 (the staged MPI path atomr takes between processes).
+// - GPUs, CUDA IPC (the ranks share a node; the path atomr takes there): raw = rank 1 copies out
+//   of rank 0's cudaMalloc buffer through a legacy IPC handle opened once (cudaMemcpyAsync and a
+//   stream synchronize), then tells rank 0 with a 1-byte MPI message, as a fetch says it is done;
+// - GPUs, staged (ATOMR_CUDA_IPC=0, or IPC unavailable): raw = cudaMemcpy to pinned host memory on
+//   rank 0, MPI_Send/MPI_Recv, cudaMemcpy to the GPU on rank 1.
 // Latency is the median of single fetches; bandwidth is bytes over that time.
 #include <mpi.h>
 
@@ -70,8 +73,50 @@ class raw_transfer {
   raw_transfer(const raw_transfer&) = delete;
   raw_transfer& operator=(const raw_transfer&) = delete;
 
+  // The IPC path: rank 1 opens rank 0's buffer once.
+  result<void> use_ipc() {
+#if ATOMR_HAVE_CUDA
+    cudaIpcMemHandle_t h{};
+    if (rank_ == 0) {
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaIpcGetMemHandle(&h, device_)));
+      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Send(&h, sizeof(h), MPI_BYTE, 1, 11, comm_)));
+    } else if (rank_ == 1) {
+      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Recv(&h, sizeof(h), MPI_BYTE, 0, 11, comm_, MPI_STATUS_IGNORE)));
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaIpcOpenMemHandle(&peer_, h, cudaIpcMemLazyEnablePeerAccess)));
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)));
+    }
+    ipc_ = true;
+    return ok();
+#else
+    return error(errc::unavailable, "no CUDA in this build");
+#endif
+  }
+  // Before rank 0 frees its buffer: rank 1 closes the handle first.
+  result<void> finish() {
+#if ATOMR_HAVE_CUDA
+    if (peer_ != nullptr) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaIpcCloseMemHandle(peer_)));
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    peer_ = nullptr;
+    stream_ = nullptr;
+#endif
+    return ATOMR_MPI_CHECK(MPI_Barrier(comm_));
+  }
+
   result<void> once(std::size_t bytes) {
     const int n = static_cast<int>(bytes);
+#if ATOMR_HAVE_CUDA
+    if (ipc_) {
+      char done = 0;
+      if (rank_ == 1) {
+        ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemcpyAsync(device_, peer_, bytes, cudaMemcpyDeviceToDevice, stream_)));
+        ATOMR_TRY(ATOMR_CUDA_CHECK(cudaStreamSynchronize(stream_)));
+        ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Send(&done, 1, MPI_CHAR, 0, 12, comm_)));
+      } else if (rank_ == 0) {
+        ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Recv(&done, 1, MPI_CHAR, 1, 12, comm_, MPI_STATUS_IGNORE)));
+      }
+      return ok();
+    }
+#endif
     if (rank_ == 0) {
 #if ATOMR_HAVE_CUDA
       if (gpu_) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemcpy(host_, device_, bytes, cudaMemcpyDeviceToHost)));
@@ -96,6 +141,11 @@ class raw_transfer {
   int rank_;
   [[maybe_unused]] bool gpu_;  // (unused without CUDA)
   [[maybe_unused]] void* device_ = nullptr;
+  bool ipc_ = false;
+#if ATOMR_HAVE_CUDA
+  void* peer_ = nullptr;  // rank 0's buffer, opened through IPC (rank 1)
+  cudaStream_t stream_ = nullptr;
+#endif
   void* host_ = nullptr;
   std::vector<std::uint8_t> plain_;
 };
@@ -167,6 +217,12 @@ int run_bench_fetch(const std::string& program, const std::vector<std::string>& 
   MPI_Comm raw_comm;
   if (auto d = ATOMR_MPI_CHECK(MPI_Comm_dup(world, &raw_comm)); !d) return report_error(d.error_value().describe(), 1);
   raw_transfer raw(raw_comm, id.world_rank, gpu, *hi);
+  // Rank 1 fetches from rank 0: the path it takes decides the raw transfer.
+  int ipc = id.world_rank == 1 && (*registry)->route_from(0) == cluster::fetch_route::cuda_ipc ? 1 : 0;
+  MPI_Bcast(&ipc, 1, MPI_INT, 1, world);
+  if (ipc) {
+    if (auto u = raw.use_ipc(); !u) return report_error(u.error_value().describe(), 1);
+  }
 
   std::vector<fetch_row> rows;
   std::string failure;
@@ -225,19 +281,22 @@ int run_bench_fetch(const std::string& program, const std::vector<std::string>& 
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, world);
   registry->reset();
   if (auto s = (*r)->stop(); !s) return report_error(s.error_value().describe(), 1);
+  if (auto f = raw.finish(); !f) return report_error(f.error_value().describe(), 1);
   MPI_Comm_free(&raw_comm);
   if (!failure.empty()) return report_error("bench fetch: " + failure, 1);
   if (failed) return 1;
   if (id.world_rank != 0) return 0;
 
-  const auto route = gpu ? "GPU" : "host device";
+  const auto route = gpu ? (ipc ? "GPU, CUDA IPC" : "GPU, staged through host memory") : "host device";
   const std::string machine =
       (gpu && probe ? probe->devices[static_cast<std::size_t>(gpus->front())].name : std::string("host CPU")) + " (" +
       id.hostname + ")";
-  std::cout << "atomr bench fetch: rank 1 fetches rank 0's " << route
-            << " buffer by token (MPI, staged through host memory), each fetch waited for.\n"
+  std::cout << "atomr bench fetch: rank 1 fetches rank 0's buffer by token (" << route
+            << "), each fetch waited for.\n"
                "raw = the same bytes moved by hand"
-            << (gpu ? " (cudaMemcpy to pinned memory, MPI_Send/Recv, cudaMemcpy)" : " (MPI_Send/MPI_Recv)")
+            << (ipc   ? " (cudaMemcpyAsync out of a cudaIpcOpenMemHandle buffer, stream synchronize)"
+                : gpu ? " (cudaMemcpy to pinned memory, MPI_Send/Recv, cudaMemcpy)"
+                      : " (MPI_Send/MPI_Recv)")
             << " with a one-byte answer.\n\n";
   text_table t({"bytes", "iters", "raw us", "atomr us", "+us", "raw GB/s", "atomr GB/s", "raw/atomr"});
   nlohmann::json out = nlohmann::json::array();
@@ -263,7 +322,7 @@ int run_bench_fetch(const std::string& program, const std::vector<std::string>& 
                         {"machine", machine},
                         {"commit", k_git_revision},
                         {"date", utc_now()},
-                        {"path", "mpi_staged"},
+                        {"path", ipc ? "cuda_ipc" : "mpi_staged"},
                         {"device", gpu ? "cuda" : "host"},
                         {"rows", out}}
              .dump(2)

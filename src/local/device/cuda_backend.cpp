@@ -95,9 +95,26 @@ class cuda_backend final : public device_backend {
     context::scoped_device bound(index_);
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(index_)));
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)));
-    // Keep freed memory in the pool instead of returning it to the driver at every sync point.
+    // Buffers come from a pool of the device actor's own whose memory can be shared with other
+    // processes (POSIX file descriptor handles): that is what lets a rank on the same node fetch
+    // an exported buffer with CUDA IPC, GPU to GPU (pool memory cannot go through
+    // cudaIpcGetMemHandle). Where the driver refuses such a pool, the default pool serves and
+    // fetches between processes take the staged path.
     cudaMemPool_t pool = nullptr;
-    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index_)));
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = index_;
+    if (const auto made = cudaMemPoolCreate(&pool, &props); made == cudaSuccess) {
+      own_pool_ = true;
+    } else {
+      cudaGetLastError();
+      own_pool_ = false;
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, index_)));
+    }
+    pool_ = pool;
+    // Keep freed memory in the pool instead of returning it to the driver at every sync point.
     std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep)));
     // Peer access to pool memory is granted per pool, not by cudaDeviceEnablePeerAccess; without
@@ -120,12 +137,12 @@ class cuda_backend final : public device_backend {
     return ok();
   }
 
-  stream_context context() const override { return {index_, device_kind::cuda, stream_}; }
+  stream_context context() const override { return {index_, device_kind::cuda, stream_, own_pool_ ? pool_ : nullptr}; }
 
   result<void*> allocate(std::size_t bytes) override {
     context::scoped_device bound(index_);
     void* p = nullptr;
-    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocAsync(&p, std::max<std::size_t>(bytes, 1), stream_)));
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocFromPoolAsync(&p, std::max<std::size_t>(bytes, 1), pool_, stream_)));
     return p;
   }
 
@@ -372,6 +389,13 @@ class cuda_backend final : public device_backend {
       cudaStreamDestroy(stream_);
       stream_ = nullptr;
     }
+    if (own_pool_ && pool_ != nullptr) {
+      // (Memory still allocated from it is released with its last allocation.)
+      cudaMemPoolDestroy(pool_);
+      cudaGetLastError();
+    }
+    pool_ = nullptr;
+    own_pool_ = false;
   }
 
   // A cooperative grid must be resident all at once; say so plainly instead of CUDA's
@@ -419,6 +443,8 @@ class cuda_backend final : public device_backend {
   int index_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<cuda_event_pool> events_;
+  cudaMemPool_t pool_ = nullptr;  // where buffers come from
+  bool own_pool_ = false;         // pool_ is ours (shareable with other processes), not the default
   std::unique_ptr<completion_waiter> waiter_;
   std::set<int> peers_enabled_;
   std::shared_ptr<detail::pinned_pool> pinned_;

@@ -10,12 +10,18 @@
 //
 // Paths (fetch_path() says which a pair takes; `atomr info` prints it):
 // - the owner is this process: a device copy (same device) or a peer copy (another device);
-// - another process: the owner reads the buffer into pinned host memory on its device's stream
-//   (after the writes ordered before the export), MPI carries the bytes on the registry's own
-//   communicator with a tag per transfer, and the consumer uploads them. The bytes never go
-//   through the router; only the small fetch request and its answer do.
-//   (CUDA IPC within a node and NCCL send/recv across nodes are not built yet: pool memory from
-//   cudaMallocAsync cannot go through cudaIpcGetMemHandle; README says what IPC will take.)
+// - another process of the same node, GPU to GPU: CUDA IPC. The device actors allocate from a
+//   pool that can be shared (POSIX file descriptor handles); the owner answers a fetch with the
+//   allocation's export data and pins the buffer; the consumer imports the owner's pool once (its
+//   descriptor handed over a Unix socket), imports the allocation, copies on its own stream and
+//   frees the import behind the copy, then unpins. ATOMR_CUDA_IPC=0 turns the path off; where it
+//   fails (a driver that refuses shareable pools, GPUs the consumer cannot see) the fetch takes
+//   the staged path below, and so do later ones from that owner (logged once).
+// - otherwise (another node, or host memory): the owner reads the buffer into pinned host memory
+//   on its device's stream (after the writes ordered before the export), MPI carries the bytes on
+//   the registry's own communicator with a tag per transfer, and the consumer uploads them. The
+//   bytes never go through the router; only the small fetch request and its answer do.
+//   (NCCL send/recv across nodes is not built yet.)
 //
 // Leases: the owner keeps an exported buffer alive until it calls release() or the lease given at
 // export expires. After that, and after the owner's device is rebuilt (a new generation), a fetch
@@ -38,7 +44,7 @@ namespace atomr::cluster {
 
 using serialization::remote_buffer;
 
-enum class fetch_route { local_copy, peer_copy, mpi_staged };
+enum class fetch_route { local_copy, peer_copy, mpi_staged, cuda_ipc };
 std::string_view to_string(fetch_route r) noexcept;
 
 namespace detail {

@@ -31,6 +31,10 @@ struct stream_context {
   int device = -1;
   device_kind kind = device_kind::host;
   void* stream = nullptr;
+  // The cudaMemPool_t the device's buffers come from when other processes can share it (POSIX
+  // file descriptor handles, for CUDA IPC); nullptr otherwise (host kind, or a driver that
+  // refused such a pool).
+  void* shareable_pool = nullptr;
 };
 
 class device_backend {

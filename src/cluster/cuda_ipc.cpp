@@ -1,0 +1,102 @@
+#include "cuda_ipc.hpp"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "fd_exchange.hpp"
+#if ATOMR_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "atomr/local/cuda_check.hpp"
+#endif
+
+namespace atomr::cluster::detail {
+
+#if ATOMR_HAVE_CUDA
+
+bool cuda_ipc_built() noexcept { return true; }
+
+result<std::vector<std::uint8_t>> ipc_export_allocation(int device, void* ptr) {
+  ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(device)));
+  cudaMemPoolPtrExportData data{};
+  ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemPoolExportPointer(&data, ptr)));
+  std::vector<std::uint8_t> out(sizeof(data));
+  std::memcpy(out.data(), &data, sizeof(data));
+  return out;
+}
+
+result<int> ipc_export_pool(int device, void* pool) {
+  ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(device)));
+  int fd = -1;
+  ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemPoolExportToShareableHandle(&fd, static_cast<cudaMemPool_t>(pool),
+                                                                cudaMemHandleTypePosixFileDescriptor, 0)));
+  return fd;
+}
+
+ipc_importer::~ipc_importer() {
+  // Imported pools go with the process (destroying one whose allocations another thread might
+  // still be copying out of is worse than keeping it).
+}
+
+result<void*> ipc_importer::pool(int owner, std::uint64_t pool_id, const std::string& server, int device) {
+  std::lock_guard lock(mutex_);
+  const auto key = std::make_pair(owner, pool_id);
+  if (const auto it = pools_.find(key); it != pools_.end()) return it->second;
+  ATOMR_ASSIGN_OR_RETURN(const int fd, request_fd(server, pool_id, std::chrono::seconds(10)));
+  cudaMemPool_t pool = nullptr;
+  const auto imported = ATOMR_CUDA_CHECK(cudaMemPoolImportFromShareableHandle(
+      &pool, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)), cudaMemHandleTypePosixFileDescriptor, 0));
+  ::close(fd);  // the pool holds its own reference now
+  if (!imported) return imported.error_value().with_context("importing rank " + std::to_string(owner) + "'s pool");
+  // The pool is readable from its own device; a consumer on another device asks for access.
+  cudaMemLocation here{};
+  here.type = cudaMemLocationTypeDevice;
+  here.id = device;
+  cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+  ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemPoolGetAccess(&flags, pool, &here)));
+  if (flags == cudaMemAccessFlagsProtNone) {
+    cudaMemAccessDesc access{};
+    access.location = here;
+    access.flags = cudaMemAccessFlagsProtRead;
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemPoolSetAccess(pool, &access, 1)));
+  }
+  pools_.emplace(key, pool);
+  return static_cast<void*>(pool);
+}
+
+result<void> ipc_importer::copy_in(void* pool, const std::vector<std::uint8_t>& allocation, void* dst,
+                                   std::size_t bytes, void* stream) {
+  cudaMemPoolPtrExportData data{};
+  if (allocation.size() != sizeof(data)) {
+    return error(errc::protocol, "an exported allocation of " + std::to_string(allocation.size()) +
+                                     " bytes (expected " + std::to_string(sizeof(data)) + ")");
+  }
+  std::memcpy(&data, allocation.data(), sizeof(data));
+  void* src = nullptr;
+  ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemPoolImportPointer(&src, static_cast<cudaMemPool_t>(pool), &data)));
+  const auto s = static_cast<cudaStream_t>(stream);
+  const auto copied = ATOMR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+  // Freed behind the copy, in stream order: the owner lets go of the buffer only after this.
+  const auto freed = ATOMR_CUDA_CHECK(cudaFreeAsync(src, s));
+  ATOMR_TRY(copied);
+  return freed;
+}
+
+#else
+
+bool cuda_ipc_built() noexcept { return false; }
+namespace {
+error no_cuda() { return error(errc::unavailable, "CUDA IPC: this build has no CUDA"); }
+}  // namespace
+result<std::vector<std::uint8_t>> ipc_export_allocation(int, void*) { return no_cuda(); }
+result<int> ipc_export_pool(int, void*) { return no_cuda(); }
+ipc_importer::~ipc_importer() = default;
+result<void*> ipc_importer::pool(int, std::uint64_t, const std::string&, int) { return no_cuda(); }
+result<void> ipc_importer::copy_in(void*, const std::vector<std::uint8_t>&, void*, std::size_t, void*) {
+  return no_cuda();
+}
+
+#endif
+
+}  // namespace atomr::cluster::detail

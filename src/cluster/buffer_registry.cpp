@@ -4,6 +4,8 @@
 // a pair never depend on each other's order.
 #include "atomr/cluster/buffer_registry.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -306,6 +308,10 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
       return error(errc::unavailable,
                    "device " + std::to_string(dev.index()) + "'s memory pool cannot be shared with other processes");
     }
+    // CUDA exports allocations only from a pool that has been exported itself (cudaMemPoolExportPointer
+    // fails with cudaErrorInvalidValue before): export it once here, and drop that descriptor.
+    ATOMR_ASSIGN_OR_RETURN(const int fd, ipc_export_pool(dev.index(), *pool));
+    ::close(fd);
     std::lock_guard lock(mutex);
     const std::uint64_t id = pools.size() + 1;
     pools[id] = shared_pool{*pool, dev.index(), generation};

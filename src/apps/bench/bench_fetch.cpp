@@ -268,7 +268,7 @@ int run_bench_fetch(const std::string& program, const std::vector<std::string>& 
         }
       }
     }
-    MPI_Barrier(world);
+    quiet_barrier(world);  // (rank 0 waits here while rank 1 fetches)
     if (id.world_rank == 0) (void)(*registry)->release(handle);
     // Rank 1 measured both; rank 0 prints, so it gets them.
     double times[2] = {median(raw_t), median(atomr_t)};

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <ctime>
 #include <string>
+#include <thread>
 
 namespace atomr::apps {
 
@@ -28,6 +29,22 @@ inline double max_rss_mib(MPI_Comm comm) {
   double most = mine;
   MPI_Allreduce(&mine, &most, 1, MPI_DOUBLE, MPI_MAX, comm);
   return most;
+}
+
+// A barrier for a rank that waits while others drive atomr: MPI_Barrier would spin inside Open
+// MPI's progress engine, which under MPI_THREAD_MULTIPLE contends with the router's and the
+// transfer thread's MPI calls on the same rank (measured: an ask's round trip took 10.6 us with
+// the idle rank in MPI_Barrier; docs/benchmarks.md), and on a rank bound to one core it holds
+// that core for whole scheduler ticks. This one looks every 50 us and sleeps in between.
+inline int quiet_barrier(MPI_Comm comm) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (const int rc = MPI_Ibarrier(comm, &request); rc != MPI_SUCCESS) return rc;
+  for (;;) {
+    int done = 0;
+    if (const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) return rc;
+    if (done) return MPI_SUCCESS;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
 }
 
 }  // namespace atomr::apps

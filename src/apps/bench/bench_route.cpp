@@ -251,11 +251,11 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
     std::vector<double> raw_t, atomr_t;
     auto step = raw_ping_pong(raw_comm, rank, bytes, n, raw_t);
     if (step && rank == 0) step = atomr_round_trips(peer, bytes, n, atomr_t);
-    MPI_Barrier((*session)->world());
+    quiet_barrier((*session)->world());
     result<double> rr = step ? raw_rate(raw_comm, rank, bytes, row.messages) : result<double>(step.error_value());
     result<double> ar = 0.0;
     if (rr && rank == 0) ar = atomr_rate(peer, bytes, row.messages, sent);
-    MPI_Barrier((*session)->world());
+    quiet_barrier((*session)->world());
     if (!step || !rr || !ar) {
       const error e = !step ? step.error_value() : !rr ? rr.error_value() : ar.error_value();
       return report_error(e.describe(), 1);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <list>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -41,12 +42,13 @@ struct fetch_ask {
   }
 };
 
-// CUDA IPC (same node): the owner answers with its pool and the allocation, and keeps the
-// buffer pinned until the consumer's ipc_done.
+// CUDA IPC (same node, cuda_ipc.hpp): the owner answers with its pool and the allocation under a
+// pin (one per consumer and export), and keeps the buffer until the consumer's ipc_done, which
+// comes after the export ended and the owner's ipc_unmap.
 struct ipc_grant {
   std::uint64_t pool_id = 0;             // the owner's pool, as its fd server knows it
   std::vector<std::uint8_t> allocation;  // cudaMemPoolPtrExportData
-  std::uint64_t pin = 0;                 // what ipc_done names
+  std::uint64_t pin = 0;                 // what ipc_unmap and ipc_done name
   template <class A>
   void serialize(A& ar) {
     ar(pool_id, allocation, pin);
@@ -62,6 +64,7 @@ struct ipc_ask {
     ar(token, job, consumer, reply);
   }
 };
+// Consumer -> owner: the import under `pin` is freed (the owner may free the buffer).
 struct ipc_done {
   std::uint64_t pin = 0;
   template <class A>
@@ -69,7 +72,16 @@ struct ipc_done {
     ar(pin);
   }
 };
-using server_msg = std::variant<fetch_ask, ipc_ask, ipc_done>;
+// Owner -> consumer: the export behind `pin` ended; free the import, then answer ipc_done.
+struct ipc_unmap {
+  std::uint32_t owner = 0;
+  std::uint64_t pin = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(owner, pin);
+  }
+};
+using server_msg = std::variant<fetch_ask, ipc_ask, ipc_done, ipc_unmap>;
 
 }  // namespace atomr::cluster
 
@@ -88,6 +100,11 @@ template <>
 struct atomr::serialization::user_message<atomr::cluster::ipc_done> {
   static constexpr std::uint32_t id = 0x102;
   static constexpr std::string_view name = "ipc_done";
+};
+template <>
+struct atomr::serialization::user_message<atomr::cluster::ipc_unmap> {
+  static constexpr std::uint32_t id = 0x103;
+  static constexpr std::string_view name = "ipc_unmap";
 };
 
 namespace atomr::cluster {
@@ -268,11 +285,13 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
   struct pin_entry {
     std::shared_ptr<local::buffer_block> block;
     int consumer = 0;
+    std::uint64_t export_id = 0;
   };
   std::vector<char> same_node;  // per rank
   std::unique_ptr<fd_server> fds;
-  std::unordered_map<std::uint64_t, shared_pool> pools;  // under mutex
-  std::unordered_map<std::uint64_t, pin_entry> pins;     // under mutex
+  std::unordered_map<std::uint64_t, shared_pool> pools;           // under mutex
+  std::unordered_map<std::uint64_t, pin_entry> pins;              // under mutex
+  std::map<std::pair<int, std::uint64_t>, std::uint64_t> pin_of;  // (consumer, export) -> pin, live exports
   std::uint64_t next_pin = 1;
   // Consumer side: imported pools, and the owners IPC failed with (then the staged path serves;
   // the reason is logged once).
@@ -411,12 +430,29 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
   }
 
   void end_export(std::uint64_t id, const std::string& why) {
-    std::lock_guard lock(mutex);
-    const auto it = exports.find(id);
-    if (it == exports.end()) return;
-    it->second.expiry.cancel();
-    exports.erase(it);
-    ended[id] = why;
+    std::vector<std::pair<int, std::uint64_t>> unmaps;  // (consumer, pin)
+    {
+      std::lock_guard lock(mutex);
+      const auto it = exports.find(id);
+      if (it == exports.end()) return;
+      it->second.expiry.cancel();
+      exports.erase(it);
+      ended[id] = why;
+      // Consumers that imported it give their imports back; the pins keep the memory until then.
+      for (auto p = pin_of.begin(); p != pin_of.end();) {
+        if (p->first.second == id) {
+          unmaps.emplace_back(p->first.first, p->second);
+          p = pin_of.erase(p);
+        } else {
+          ++p;
+        }
+      }
+    }
+    for (const auto& [consumer, pin] : unmaps) {
+      auto sent = router_->lookup<server_msg>(consumer, k_server_name)
+                      .tell(server_msg(ipc_unmap{static_cast<std::uint32_t>(rank), pin}));
+      if (!sent) unpin(pin);  // (that rank is gone: nothing of it reads the buffer any more)
+    }
   }
 
   // Owner side of a remote fetch: read the bytes, post the send, answer.
@@ -511,8 +547,14 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
     std::uint64_t pin = 0;
     {
       std::lock_guard lock(mutex);
-      pin = next_pin++;
-      pins[pin] = pin_entry{entry->block, static_cast<int>(ask.consumer)};
+      const auto key = std::make_pair(static_cast<int>(ask.consumer), ask.token.buffer_id);
+      if (const auto it = pin_of.find(key); it != pin_of.end()) {
+        pin = it->second;  // the consumer has it imported already
+      } else {
+        pin = next_pin++;
+        pins[pin] = pin_entry{entry->block, static_cast<int>(ask.consumer), ask.token.buffer_id};
+        pin_of[key] = pin;
+      }
     }
     ask.reply.send(ipc_grant{*pool_id, std::move(*allocation), pin});
   }
@@ -523,6 +565,27 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
   void unpin_consumer(int consumer) {
     std::lock_guard lock(mutex);
     std::erase_if(pins, [&](const auto& p) { return p.second.consumer == consumer; });
+    std::erase_if(pin_of, [&](const auto& p) { return p.first.first == consumer; });
+  }
+  // Consumer side of ipc_unmap: free the import behind the copies already enqueued, then answer.
+  void unmap(int owner, std::uint64_t pin) {
+    auto done = [self = shared_from_this(), owner, pin] {
+      (void)self->router_->lookup<server_msg>(owner, k_server_name).tell(server_msg(ipc_done{pin}));
+    };
+    const auto import = importer.unmap(owner, pin);
+    const local::device* dev = nullptr;
+    for (const auto& d : devices) {
+      if (import && d.index() == import->second && d.kind() == local::device_kind::cuda) dev = &d;
+    }
+    if (!import || dev == nullptr) {
+      done();
+      return;
+    }
+    dev->run([ptr = import->first](const local::stream_context& ctx) { return ipc_importer::release(ptr, ctx.stream); })
+        .then([done](const result<void>& r) {
+          if (!r) logger()->warn("freeing an imported buffer: {}", r.error_value().describe());
+          done();
+        });
   }
   void fetch_ipc(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst, const local::device& dst_dev,
                  const std::shared_ptr<local::promise<void>>& shared);
@@ -557,6 +620,8 @@ class fetch_server : public local::actor<server_msg> {
       s->serve_ipc(*ipc);
     } else if (auto* done = std::get_if<ipc_done>(&m); done && s) {
       s->unpin(done->pin);
+    } else if (auto* unmap = std::get_if<ipc_unmap>(&m); unmap && s) {
+      s->unmap(static_cast<int>(unmap->owner), unmap->pin);
     }
   }
 
@@ -772,8 +837,8 @@ local::future<void> buffer_registry::fetch_block(const remote_buffer& handle,
 
 namespace detail {
 
-// Consumer side of a CUDA IPC fetch: ask for the grant, then on this rank's device: import the
-// pool (once) and the allocation, copy, free the import; then let the owner unpin. Where the path
+// Consumer side of a CUDA IPC fetch: ask for the grant (the owner checks the token every time),
+// then on this rank's device: import the pool and the allocation (each once), copy. Where the path
 // itself fails (not the token), the fetch goes the staged way and later ones from that owner too.
 void registry_state::fetch_ipc(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst,
                                const local::device& dst_dev, const std::shared_ptr<local::promise<void>>& shared) {
@@ -789,47 +854,49 @@ void registry_state::fetch_ipc(const remote_buffer& handle, const local::gpu_ref
         return server_msg(std::move(ask));
       },
       std::chrono::seconds(60));
-  answer.then(
-      [self = shared_from_this(), shared, owner, dst, dst_dev, handle, owner_server](const result<ipc_grant>& grant) {
-        if (!grant) {
-          const auto& e = grant.error_value();
-          if (e.code() == errc::unavailable && e.message().starts_with("ipc: ")) {
-            self->ipc_failed(owner, e);
-            self->fetch_staged(handle, dst, dst_dev, shared);
-            return;
-          }
-          shared->set_error(e.with_context("fetching " + to_string(handle.token)));
-          return;
-        }
-        auto path_failed = std::make_shared<bool>(false);
-        const std::string name = self->fd_server_name(owner);
-        dst_dev
-            .run(
-                [self, owner, grant = *grant, name, dst, bytes = handle.bytes,
-                 path_failed](const local::stream_context& ctx) -> result<void> {
-                  auto pool = self->importer.pool(owner, grant.pool_id, name, ctx.device);
-                  if (!pool) {
-                    *path_failed = true;
-                    return pool.error_value();
-                  }
-                  auto copied = ipc_importer::copy_in(*pool, grant.allocation, dst.block()->ptr, bytes, ctx.stream);
-                  if (!copied) *path_failed = true;
-                  return copied;
-                },
-                {dst.block()})
-            .then([self, shared, owner, dst, dst_dev, handle, owner_server, pin = grant->pin,
-                   path_failed](const result<void>& r) {
-              (void)owner_server.tell(server_msg(ipc_done{pin}));
-              if (r) {
-                shared->set_value();
-              } else if (*path_failed) {
-                self->ipc_failed(owner, r.error_value());
-                self->fetch_staged(handle, dst, dst_dev, shared);
-              } else {
-                shared->set_error(r.error_value().with_context("fetching " + to_string(handle.token)));
+  answer.then([self = shared_from_this(), shared, owner, dst, dst_dev, handle](const result<ipc_grant>& grant) {
+    if (!grant) {
+      const auto& e = grant.error_value();
+      if (e.code() == errc::unavailable && e.message().starts_with("ipc: ")) {
+        self->ipc_failed(owner, e);
+        self->fetch_staged(handle, dst, dst_dev, shared);
+        return;
+      }
+      shared->set_error(e.with_context("fetching " + to_string(handle.token)));
+      return;
+    }
+    auto path_failed = std::make_shared<bool>(false);
+    const std::string name = self->fd_server_name(owner);
+    dst_dev
+        .run(
+            [self, owner, grant = *grant, name, dst, bytes = handle.bytes,
+             path_failed](const local::stream_context& ctx) -> result<void> {
+              auto pool = self->importer.pool(owner, grant.pool_id, name, ctx.device);
+              if (!pool) {
+                *path_failed = true;
+                return pool.error_value();
               }
-            });
-      });
+              auto src = self->importer.allocation(owner, grant.pin, *pool, grant.allocation, ctx.device);
+              if (!src) {
+                *path_failed = src.error_value().code() != errc::stale_ref;
+                return src.error_value();
+              }
+              auto copied = ipc_importer::copy(dst.block()->ptr, *src, bytes, ctx.stream);
+              if (!copied) *path_failed = true;
+              return copied;
+            },
+            {dst.block()})
+        .then([self, shared, owner, dst, dst_dev, handle, path_failed](const result<void>& r) {
+          if (r) {
+            shared->set_value();
+          } else if (*path_failed) {
+            self->ipc_failed(owner, r.error_value());
+            self->fetch_staged(handle, dst, dst_dev, shared);
+          } else {
+            shared->set_error(r.error_value().with_context("fetching " + to_string(handle.token)));
+          }
+        });
+  });
 }
 
 // Consumer side of a staged fetch: the owner reads the buffer into host memory and sends it with
@@ -902,6 +969,11 @@ fetch_route buffer_registry::route_from(int owner_rank) const {
 std::size_t buffer_registry::exported() const {
   std::lock_guard lock(state_->mutex);
   return state_->exports.size();
+}
+
+std::size_t buffer_registry::ipc_pins() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->pins.size();
 }
 
 std::uint32_t buffer_registry::job_tag() const { return state_->job; }

@@ -122,8 +122,30 @@ TEST_F(buffers_test, gpu_ranks_of_a_node_fetch_exact_bytes_through_cuda_ipc) {
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < n; ++i) wrong += back[i] != word(owner, i) ? 1 : 0;
     EXPECT_EQ(wrong, 0u) << n * 4 << " bytes from rank " << owner;
+    // A second fetch reads the same import (kept mapped), and sees the owner's new bytes.
+    if (n == (std::size_t{1} << 10)) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      for (auto& x : mine) x = ~x;
+      ASSERT_TRUE(dev_.upload(buf, std::span<const std::uint32_t>(mine)).get());
+      MPI_Barrier(MPI_COMM_WORLD);
+      ASSERT_TRUE(registry_->fetch(handles[static_cast<std::size_t>(owner)], into).get());
+      const auto again = read(into);
+      std::size_t stale_words = 0;
+      for (std::size_t i = 0; i < n; ++i) stale_words += again[i] != ~word(owner, i) ? 1 : 0;
+      EXPECT_EQ(stale_words, 0u);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     ASSERT_TRUE(registry_->release(*handle));
+    MPI_Barrier(MPI_COMM_WORLD);
+    // Released: a fetch is stale even though this rank still had it imported, and the owner's pin
+    // goes once this rank has freed the import (it is asked to at the release).
+    auto late = registry_->fetch(handles[static_cast<std::size_t>(owner)], into).get();
+    ASSERT_FALSE(late);
+    EXPECT_EQ(late.error_value().code(), errc::stale_ref) << late.error_value();
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (registry_->ipc_pins() != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    EXPECT_EQ(registry_->ipc_pins(), 0u);
+    MPI_Barrier(MPI_COMM_WORLD);
   }
   EXPECT_EQ(registry_->route_from(owner),
             ipc ? atomr::cluster::fetch_route::cuda_ipc : atomr::cluster::fetch_route::mpi_staged);

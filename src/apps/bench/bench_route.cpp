@@ -52,7 +52,18 @@ struct drained {
   }
 };
 
+// Answers with the steady clock at the handler (ranks of one node share the clock): splits a
+// round trip into the way out (to the remote handler) and the way back.
+struct stamp {
+  local::reply_to<std::int64_t> reply;
+  template <class A>
+  void serialize(A& ar) {
+    ar(reply);
+  }
+};
+
 }  // namespace atomr::apps::route_bench
+ATOMR_WIRE_MESSAGE(atomr::apps::route_bench::stamp, 0x7f0004);
 ATOMR_WIRE_MESSAGE(atomr::apps::route_bench::echo, 0x7f0001);
 ATOMR_WIRE_MESSAGE(atomr::apps::route_bench::note, 0x7f0002);
 ATOMR_WIRE_MESSAGE(atomr::apps::route_bench::drained, 0x7f0003);
@@ -64,7 +75,7 @@ namespace {
 
 using namespace route_bench;
 using clock = std::chrono::steady_clock;
-using bench_msg = std::variant<echo, note, drained>;
+using bench_msg = std::variant<echo, note, drained, stamp>;
 
 class peer_actor : public local::actor<bench_msg> {
  public:
@@ -77,6 +88,8 @@ class peer_actor : public local::actor<bench_msg> {
         waiting_->reply.send(notes_);
         waiting_.reset();
       }
+    } else if (auto* st = std::get_if<stamp>(&m)) {
+      st->reply.send(std::chrono::steady_clock::now().time_since_epoch().count());
     } else if (auto* d = std::get_if<drained>(&m)) {
       if (notes_ >= d->count) {
         d->reply.send(notes_);
@@ -164,6 +177,24 @@ result<void> atomr_round_trips(const cluster::cluster_ref<bench_msg>& peer, std:
   return ok();
 }
 
+// The smallest ask split at the remote handler: medians of (out, back), us.
+result<std::pair<double, double>> atomr_halves(const cluster::cluster_ref<bench_msg>& peer, int iters) {
+  std::vector<double> out, back;
+  for (int i = 0; i < iters + iters / 10 + 10; ++i) {
+    const auto t0 = clock::now();
+    auto r = peer.ask<std::int64_t>([](local::reply_to<std::int64_t> reply) { return stamp{std::move(reply)}; },
+                                    std::chrono::seconds(30))
+                 .get();
+    const auto t1 = clock::now();
+    if (!r) return r.error_value();
+    if (i < iters / 10 + 10) continue;
+    const auto at = clock::time_point(clock::duration(*r));
+    out.push_back(std::chrono::duration<double, std::micro>(at - t0).count());
+    back.push_back(std::chrono::duration<double, std::micro>(t1 - at).count());
+  }
+  return std::pair{percentile(out, 0.5), percentile(back, 0.5)};
+}
+
 result<double> atomr_rate(const cluster::cluster_ref<bench_msg>& peer, std::size_t bytes, std::uint64_t messages,
                           std::uint64_t& sent_so_far) {
   const std::vector<std::uint8_t> payload(bytes, 3);
@@ -239,6 +270,15 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
   const double rss_up = max_rss_mib((*session)->world());
   const auto peer = (*r)->lookup<bench_msg>(1, "peer");
 
+  // Where an ask's time goes: to the remote handler and back (rank 0 measures).
+  std::pair<double, double> halves{0, 0};
+  if (rank == 0) {
+    auto h = atomr_halves(peer, iters);
+    if (!h) return report_error(h.error_value().describe(), 1);
+    halves = *h;
+  }
+  quiet_barrier((*session)->world());
+
   std::vector<route_row> rows;
   std::uint64_t sent = 0;
   for (std::size_t bytes = *lo; bytes <= *hi; bytes *= static_cast<std::size_t>(factor)) {
@@ -296,6 +336,9 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
                    {"rate_ratio", row.atomr_rate / row.raw_rate}});
   }
   t.print(std::cout);
+  std::cout << "\nask with an empty payload, split at the remote handler (p50): out " << fixed(halves.first, 2)
+            << " us (caller, MPI, rank 1's progress thread, a pool worker), back " << fixed(halves.second, 2)
+            << " us (the reply, MPI, rank 0's progress thread, the caller)\n";
   if (!json_path.empty()) {
     std::ofstream f(json_path);
     f << nlohmann::json{{"benchmark", "route"},
@@ -304,6 +347,7 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
                         {"commit", k_git_revision},
                         {"date", utc_now()},
                         {"rows", out},
+                        {"ask_halves_us", {{"out", halves.first}, {"back", halves.second}}},
                         {"max_rss_mib", {{"router_up", rss_up}, {"end", rss_end}}}}
              .dump(2)
       << '\n';

@@ -83,6 +83,9 @@ class buffer_registry {
   fetch_route route_from(int owner_rank) const;
   // Exports alive now.
   std::size_t exported() const;
+  // Buffers this rank keeps pinned for CUDA IPC consumers (one per consumer and export). An ended
+  // export stays pinned until each consumer has freed its import (it is asked to at once).
+  std::size_t ipc_pins() const;
   std::uint32_t job_tag() const;
 
  private:

@@ -9,9 +9,6 @@
 #include <cuda_runtime_api.h>
 
 #include "atomr/local/cuda_check.hpp"
-#if ATOMR_HAVE_NCCL
-#include "ipc_copy.hpp"
-#endif
 #endif
 
 namespace atomr::cluster::detail {
@@ -105,14 +102,8 @@ std::optional<std::pair<void*, int>> ipc_importer::unmap(int owner, std::uint64_
 }
 
 result<void> ipc_importer::copy(void* dst, const void* src, std::size_t bytes, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
-#if ATOMR_HAVE_NCCL  // (the kernel is built with the NCCL backend's CUDA sources)
-  // Large aligned copies by kernel (ipc_copy.hpp says why); small ones are a memcpy's launch.
-  if (bytes >= (std::size_t{1} << 20) && kernel_copy_fits(dst, src, bytes)) {
-    return ATOMR_CUDA_CHECK(launch_kernel_copy(dst, src, bytes, s));
-  }
-#endif
-  return ATOMR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+  return ATOMR_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
 }
 
 result<void> ipc_importer::release(void* src, void* stream) {

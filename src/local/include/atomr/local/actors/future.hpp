@@ -62,6 +62,11 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
     const spin_relax relax;
     while (!has_value_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) relax();
+    // Seen while looking: read it without the lock. The fulfiller sets has_value_ while it still
+    // holds the lock, so taking the lock here would often find it held and sleep in the kernel
+    // (a futex wait and wake: 10-20 us on a VM) for a value that is already there. value_ never
+    // changes once set, and the acquire load above orders this read after its write.
+    if (has_value_.load(std::memory_order_acquire)) return *value_;
     std::unique_lock lock(mutex_);
     ready_.wait(lock, [&] { return value_.has_value(); });
     return *value_;

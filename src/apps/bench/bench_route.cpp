@@ -224,7 +224,8 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
       "stepfactor,f", po::value(&factor), "size multiplier (default 8)")("iters,n", po::value(&iters),
                                                                          "round trips timed per size (default 10000)")(
       "messages,m", po::value(&messages), "messages per rate measurement (default 1000000; fewer for large sizes)")(
-      "output_file,J", po::value(&json_path), "write the results as JSON to this file");
+      "output_file,J", po::value(&json_path), "write the results as JSON to this file")(
+      "dedicated", "run rank 1's actor on a thread of its own (default: the shared worker pool)");
   po::variables_map vm;
   const std::string usage = "usage: mpirun -n 2 atomr bench route [options]";
   const std::string me = program + " route";
@@ -261,7 +262,9 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
   auto r = cluster::router::start((*session)->world(), system);
   if (!r) return report_error(r.error_value().describe(), 1);
   if (rank == 1) {
-    auto peer = system.spawn<peer_actor>(local::spawn_options{.name = "peer"});
+    local::spawn_options where{.name = "peer"};
+    if (vm.count("dedicated")) where.dispatch = local::dispatch_kind::dedicated;
+    auto peer = system.spawn<peer_actor>(where);
     if (!peer) return report_error(peer.error_value().describe(), 1);
     if (auto p = (*r)->publish("peer", *peer); !p) return report_error(p.error_value().describe(), 1);
   }
@@ -346,6 +349,7 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
                         {"machine", machine},
                         {"commit", k_git_revision},
                         {"date", utc_now()},
+                        {"actor", vm.count("dedicated") ? "dedicated" : "pool"},
                         {"rows", out},
                         {"ask_halves_us", {{"out", halves.first}, {"back", halves.second}}},
                         {"max_rss_mib", {{"router_up", rss_up}, {"end", rss_end}}}}

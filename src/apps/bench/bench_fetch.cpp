@@ -141,7 +141,7 @@ class raw_transfer {
   int rank_;
   [[maybe_unused]] bool gpu_;  // (unused without CUDA)
   [[maybe_unused]] void* device_ = nullptr;
-  bool ipc_ = false;
+  [[maybe_unused]] bool ipc_ = false;  // (unused without CUDA)
 #if ATOMR_HAVE_CUDA
   void* peer_ = nullptr;  // rank 0's buffer, opened through IPC (rank 1)
   cudaStream_t stream_ = nullptr;

@@ -12,11 +12,13 @@
 // - the owner is this process: a device copy (same device) or a peer copy (another device);
 // - another process of the same node, GPU to GPU: CUDA IPC. The device actors allocate from a
 //   pool that can be shared (POSIX file descriptor handles); the owner answers a fetch with the
-//   allocation's export data and pins the buffer; the consumer imports the owner's pool once (its
-//   descriptor handed over a Unix socket), imports the allocation, copies on its own stream and
-//   frees the import behind the copy, then unpins. ATOMR_CUDA_IPC=0 turns the path off; where it
-//   fails (a driver that refuses shareable pools, GPUs the consumer cannot see) the fetch takes
-//   the staged path below, and so do later ones from that owner (logged once).
+//   allocation's export data and pins the buffer for that consumer; the consumer imports the
+//   owner's pool once (its descriptor handed over a Unix socket) and the allocation once, and
+//   copies on its own stream. When the export ends, the owner asks each consumer to free its
+//   import (in stream order behind its copies) and lets the buffer go once they have.
+//   ATOMR_CUDA_IPC=0 turns the path off; where it fails (a driver that refuses shareable pools,
+//   GPUs the consumer cannot see) the fetch takes the staged path below, and so do later ones
+//   from that owner (logged once).
 // - otherwise (another node, or host memory): the owner reads the buffer into pinned host memory
 //   on its device's stream (after the writes ordered before the export), MPI carries the bytes on
 //   the registry's own communicator with a tag per transfer, and the consumer uploads them. The

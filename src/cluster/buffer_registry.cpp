@@ -959,9 +959,8 @@ void registry_state::fetch_staged(const remote_buffer& handle, const local::gpu_
 
 fetch_route buffer_registry::route_from(int owner_rank) const {
   if (owner_rank != state_->rank) {
-    const bool gpu = std::any_of(state_->devices.begin(), state_->devices.end(),
-                                 [](const local::device& d) { return d.kind() == local::device_kind::cuda; });
-    return gpu && state_->ipc_possible(owner_rank) ? fetch_route::cuda_ipc : fetch_route::mpi_staged;
+    // (ipc_possible holds only where this rank has a GPU: its fd server runs only then.)
+    return state_->ipc_possible(owner_rank) ? fetch_route::cuda_ipc : fetch_route::mpi_staged;
   }
   return state_->devices.size() > 1 ? fetch_route::peer_copy : fetch_route::local_copy;
 }

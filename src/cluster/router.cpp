@@ -442,8 +442,6 @@ class router_core_impl final : public detail::router_core {
       ATOMR_TRY(wait_for_room(peer, o));
     }
     const bool caller = std::this_thread::get_id() != progress_id_.load(std::memory_order_relaxed);
-    const bool urgent = envelope.size() >= k_envelope_header_size &&
-                        (read_flags(envelope) & (serialization::k_flag_ask | serialization::k_flag_reply)) != 0;
     bool first = false;
     {
       std::lock_guard lock(o.mutex);
@@ -461,6 +459,7 @@ class router_core_impl final : public detail::router_core {
           o.taken_unsent.load(std::memory_order_acquire) == 0 && envelope.size() <= options_.packet_bytes) {
         return send_direct(peer, o, std::move(envelope));
       }
+      const std::size_t envelope_at = o.staging.size();
       if (o.staging.empty()) {
         o.staging.swap(envelope);
       } else {
@@ -475,7 +474,7 @@ class router_core_impl final : public detail::router_core {
         dirty_.push_back(peer);
         first = true;
       }
-      if (urgent && !o.urgent.load(std::memory_order_relaxed)) {
+      if (!o.urgent.load(std::memory_order_relaxed) && is_ask_or_reply(envelope_flags(o.staging, envelope_at))) {
         o.urgent.store(true, std::memory_order_relaxed);
         first = true;
       }
@@ -497,9 +496,10 @@ class router_core_impl final : public detail::router_core {
     packets_sent_.fetch_add(1, std::memory_order_relaxed);
     direct_sent_.fetch_add(1, std::memory_order_relaxed);
     int done = 0;
-    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE)));
-    if (done) return ok();  // (small messages: copied out at once)
-    // Still in flight: the progress thread sees it through, keeping the bytes alive until then.
+    const auto tested = ATOMR_MPI_CHECK(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+    if (tested && done) return ok();  // (small messages: copied out at once)
+    // Still in flight (or its test failed): the progress thread sees it through, keeping the
+    // bytes alive until then.
     auto buffer = std::make_shared<outgoing>();
     buffer->bytes = std::move(envelope);
     buffer->offset = buffer->bytes.size();
@@ -509,7 +509,7 @@ class router_core_impl final : public detail::router_core {
       handoff_.push_back({peer, r, std::move(buffer)});
     }
     signal_output();
-    return ok();
+    return tested;
   }
 
   void signal_output() {
@@ -518,11 +518,16 @@ class router_core_impl final : public detail::router_core {
     if (sleeping_.load()) wake();
   }
 
-  static std::uint16_t read_flags(const std::vector<std::byte>& envelope) {
-    // The header's flags field (envelope.hpp's layout: after the magic, version and header size).
+  // The flags field of the envelope starting at `at` in `bytes` (one this rank encoded), 0 if short.
+  static std::uint16_t envelope_flags(const std::vector<std::byte>& bytes, std::size_t at) {
     std::uint16_t flags = 0;
-    std::memcpy(&flags, envelope.data() + serialization::k_envelope_flags_offset, sizeof(flags));
+    if (bytes.size() >= at + k_envelope_header_size) {
+      std::memcpy(&flags, bytes.data() + at + serialization::k_envelope_flags_offset, sizeof(flags));
+    }
     return flags;
+  }
+  static bool is_ask_or_reply(std::uint16_t flags) {
+    return (flags & (serialization::k_flag_ask | serialization::k_flag_reply)) != 0;
   }
 
   static std::int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }

@@ -23,6 +23,7 @@
 #include "atomr/common/spin.hpp"
 #include "atomr/common/tunables.hpp"
 #include "cuda_ipc.hpp"
+#include "export_table.hpp"
 #include "fd_exchange.hpp"
 #if ATOMR_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -49,9 +50,11 @@ struct ipc_grant {
   std::uint64_t pool_id = 0;             // the owner's pool, as its fd server knows it
   std::vector<std::uint8_t> allocation;  // cudaMemPoolPtrExportData
   std::uint64_t pin = 0;                 // what ipc_unmap and ipc_done name
+  std::uint64_t bytes = 0;               // the exported buffer's size (a token may claim more)
+  std::uint32_t slot = 0xffffffffu;      // the export's slot in the owner's export table, if any
   template <class A>
   void serialize(A& ar) {
-    ar(pool_id, allocation, pin);
+    ar(pool_id, allocation, pin, bytes, slot);
   }
 };
 struct ipc_ask {
@@ -258,6 +261,7 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
     std::shared_ptr<local::buffer_block> block;
     local::dtype type;
     local::timer_handle expiry;
+    std::uint32_t slot = export_table::k_no_slot;  // in `table`, once a CUDA IPC consumer read it
   };
 
   router* router_ = nullptr;
@@ -297,6 +301,65 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
   // the reason is logged once).
   ipc_importer importer;
   std::vector<std::unique_ptr<std::atomic<bool>>> ipc_off;  // per rank
+
+  // The fetch without a round trip (export_table.hpp). Owner side: `table` holds the live exports
+  // that IPC consumers read (its fd is the fd server's key k_table_key), and the device watches
+  // clear an export's slot when its device is rebuilt. Consumer side: the grants of fetches that
+  // worked, by (owner, export, generation), and each owner's table, mapped once.
+  static constexpr std::uint64_t k_table_key = ~std::uint64_t{0};
+  static constexpr std::size_t k_table_slots = 1 << 16;
+  std::optional<export_table> table;  // under mutex
+  std::vector<std::pair<std::shared_ptr<local::device_state>, std::uint64_t>> watches;
+  struct kept_grant {
+    ipc_grant grant;
+    std::shared_ptr<const export_view> view;
+  };
+  std::mutex kept_mutex;
+  std::map<std::tuple<int, std::uint64_t, std::uint64_t>, kept_grant> kept;  // under kept_mutex
+  std::map<int, std::shared_ptr<const export_view>> views;                   // null: none to be had
+  std::atomic<std::uint64_t> fast_fetches{0};
+
+  // The grant kept for `token` while its owner's table says the export is alive.
+  std::optional<kept_grant> kept_for(const gpu_token& token) {
+    std::lock_guard lock(kept_mutex);
+    const auto it = kept.find({static_cast<int>(token.node_id), token.buffer_id, token.generation});
+    if (it == kept.end()) return std::nullopt;
+    if (!it->second.view->live(it->second.grant.slot, token.buffer_id)) {
+      kept.erase(it);  // ended: the owner says why
+      return std::nullopt;
+    }
+    return it->second;
+  }
+  // After a fetch through `grant` worked: keep it, mapping the owner's table the first time.
+  void keep(const gpu_token& token, const ipc_grant& grant) {
+    if (grant.slot == export_table::k_no_slot) return;
+    const int owner = static_cast<int>(token.node_id);
+    std::lock_guard lock(kept_mutex);
+    auto view = views.find(owner);
+    if (view == views.end()) {
+      std::shared_ptr<const export_view> mapped;
+      auto fd = request_fd(fd_server_name(owner), k_table_key, std::chrono::seconds(10));
+      if (fd) {
+        auto v = export_view::map(*fd);
+        ::close(*fd);
+        if (v) {
+          mapped = std::make_shared<const export_view>(std::move(*v));
+        } else {
+          fd = v.error_value();
+        }
+      }
+      if (!fd)
+        logger()->info("rank {}'s export table: {}; every fetch from it asks it", owner, fd.error_value().describe());
+      view = views.emplace(owner, std::move(mapped)).first;
+    }
+    if (view->second) kept[{owner, token.buffer_id, token.generation}] = kept_grant{grant, view->second};
+  }
+  void forget_kept(int owner, std::optional<std::uint64_t> pin) {
+    std::lock_guard lock(kept_mutex);
+    std::erase_if(kept,
+                  [&](const auto& k) { return std::get<0>(k.first) == owner && (!pin || k.second.grant.pin == *pin); });
+    if (!pin) views.erase(owner);
+  }
 
   std::string fd_server_name(int r) const { return "atomr-" + std::to_string(job) + "-" + std::to_string(r); }
   bool ipc_possible(int owner) const {
@@ -436,6 +499,8 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
       const auto it = exports.find(id);
       if (it == exports.end()) return;
       it->second.expiry.cancel();
+      // Before anyone hears of the end: a fetch that starts after it must ask, and be refused.
+      if (table && it->second.slot != export_table::k_no_slot) table->clear(it->second.slot);
       exports.erase(it);
       ended[id] = why;
       // Consumers that imported it give their imports back; the pins keep the memory until then.
@@ -545,8 +610,15 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
       return;
     }
     std::uint64_t pin = 0;
+    std::uint32_t slot = export_table::k_no_slot;
     {
       std::lock_guard lock(mutex);
+      if (const auto e = exports.find(ask.token.buffer_id); e != exports.end() && table) {
+        if (e->second.slot == export_table::k_no_slot) {
+          e->second.slot = table->claim(ask.token.buffer_id).value_or(export_table::k_no_slot);
+        }
+        slot = e->second.slot;
+      }
       const auto key = std::make_pair(static_cast<int>(ask.consumer), ask.token.buffer_id);
       if (const auto it = pin_of.find(key); it != pin_of.end()) {
         pin = it->second;  // the consumer has it imported already
@@ -556,7 +628,7 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
         pin_of[key] = pin;
       }
     }
-    ask.reply.send(ipc_grant{*pool_id, std::move(*allocation), pin});
+    ask.reply.send(ipc_grant{*pool_id, std::move(*allocation), pin, entry->block->bytes, slot});
   }
   void unpin(std::uint64_t pin) {
     std::lock_guard lock(mutex);
@@ -572,6 +644,7 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
     auto done = [self = shared_from_this(), owner, pin] {
       (void)self->router_->lookup<server_msg>(owner, k_server_name).tell(server_msg(ipc_done{pin}));
     };
+    forget_kept(owner, pin);
     const auto import = importer.unmap(owner, pin);
     const local::device* dev = nullptr;
     for (const auto& d : devices) {
@@ -589,6 +662,19 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
   }
   void fetch_ipc(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst, const local::device& dst_dev,
                  const std::shared_ptr<local::promise<void>>& shared);
+  void copy_granted(const ipc_grant& grant, bool by_kept_grant, const remote_buffer& handle,
+                    const local::gpu_ref<std::uint8_t>& dst, const local::device& dst_dev,
+                    const std::shared_ptr<local::promise<void>>& shared);
+  // Ends the fast path's view of every export of `state`'s device (it was rebuilt).
+  void device_rebuilt(const std::shared_ptr<local::device_state>& state) {
+    std::lock_guard lock(mutex);
+    for (auto& [id, e] : exports) {
+      if (e.slot != export_table::k_no_slot && e.block->state.lock() == state) {
+        if (table) table->clear(e.slot);
+        e.slot = export_table::k_no_slot;
+      }
+    }
+  }
   void fetch_staged(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst, const local::device& dst_dev,
                     const std::shared_ptr<local::promise<void>>& shared);
   // The fd server's answer: a new descriptor for the pool `id`.
@@ -596,6 +682,10 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
     shared_pool p;
     {
       std::lock_guard lock(mutex);
+      if (id == k_table_key) {
+        if (!table) return error(errc::unavailable, "this rank keeps no export table");
+        return fd_server::provided{table->fd(), false};
+      }
       const auto it = pools.find(id);
       if (it == pools.end()) return error(errc::invalid_argument, "no pool " + std::to_string(id) + " here");
       p = it->second;
@@ -686,6 +776,22 @@ result<std::unique_ptr<buffer_registry>> buffer_registry::start(MPI_Comm world, 
         });
     if (fds) {
       state->fds = std::move(*fds);
+      if (auto t = detail::export_table::create(detail::registry_state::k_table_slots)) {
+        std::lock_guard lock(state->mutex);
+        state->table = std::move(*t);
+      } else {
+        detail::logger()->info("no export table ({}): every CUDA IPC fetch asks the owner", t.error_value().describe());
+      }
+      for (const auto& d : state->devices) {
+        const auto& ds = d.state();
+        if (!ds) continue;
+        const auto id = ds->watch([weak = std::weak_ptr(state), ds_weak = std::weak_ptr(ds)](std::uint64_t) {
+          auto s = weak.lock();
+          auto dev = ds_weak.lock();
+          if (s && dev) s->device_rebuilt(dev);
+        });
+        state->watches.emplace_back(ds, id);
+      }
     } else {
       detail::logger()->warn("CUDA IPC off: {}", fds.error_value().describe());
     }
@@ -695,6 +801,7 @@ result<std::unique_ptr<buffer_registry>> buffer_registry::start(MPI_Comm world, 
     if (auto s = weak.lock()) {
       s->mover->fail_peer(peer, error(errc::unavailable, text));
       s->unpin_consumer(peer);
+      s->forget_kept(peer, std::nullopt);
     }
   });
   auto server = r.core()->system().spawn<detail::fetch_server>(local::spawn_options{.name = "atomr.buffers"},
@@ -707,12 +814,16 @@ result<std::unique_ptr<buffer_registry>> buffer_registry::start(MPI_Comm world, 
 
 buffer_registry::~buffer_registry() {
   remove_failure_listener(state_->listener);
+  for (const auto& [ds, id] : state_->watches) ds->unwatch(id);
   state_->server.stop();
   state_->fds.reset();
   state_->mover.reset();
   {
     std::lock_guard lock(state_->mutex);
-    for (auto& [id, e] : state_->exports) e.expiry.cancel();
+    for (auto& [id, e] : state_->exports) {
+      e.expiry.cancel();
+      if (state_->table && e.slot != detail::export_table::k_no_slot) state_->table->clear(e.slot);
+    }
     state_->exports.clear();
   }
   MPI_Comm_free(&state_->comm);
@@ -837,11 +948,17 @@ local::future<void> buffer_registry::fetch_block(const remote_buffer& handle,
 
 namespace detail {
 
-// Consumer side of a CUDA IPC fetch: ask for the grant (the owner checks the token every time),
-// then on this rank's device: import the pool and the allocation (each once), copy. Where the path
-// itself fails (not the token), the fetch goes the staged way and later ones from that owner too.
+// Consumer side of a CUDA IPC fetch. A grant this rank kept from an earlier fetch of the same
+// export serves at once while the owner's export table says the export lives (no round trip);
+// otherwise ask the owner for the grant (it checks the token). Then on this rank's device: import
+// the pool and the allocation (each once), copy. Where the path itself fails (not the token), the
+// fetch goes the staged way and later ones from that owner too.
 void registry_state::fetch_ipc(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst,
                                const local::device& dst_dev, const std::shared_ptr<local::promise<void>>& shared) {
+  if (auto kept_now = kept_for(handle.token)) {
+    copy_granted(kept_now->grant, true, handle, dst, dst_dev, shared);
+    return;
+  }
   const int owner = static_cast<int>(handle.token.node_id);
   ipc_ask ask;
   ask.token = handle.token;
@@ -865,38 +982,62 @@ void registry_state::fetch_ipc(const remote_buffer& handle, const local::gpu_ref
       shared->set_error(e.with_context("fetching " + to_string(handle.token)));
       return;
     }
-    auto path_failed = std::make_shared<bool>(false);
-    const std::string name = self->fd_server_name(owner);
-    dst_dev
-        .run(
-            [self, owner, grant = *grant, name, dst, bytes = handle.bytes,
-             path_failed](const local::stream_context& ctx) -> result<void> {
-              auto pool = self->importer.pool(owner, grant.pool_id, name, ctx.device);
-              if (!pool) {
-                *path_failed = true;
-                return pool.error_value();
-              }
-              auto src = self->importer.allocation(owner, grant.pin, *pool, grant.allocation, ctx.device);
-              if (!src) {
-                *path_failed = src.error_value().code() != errc::stale_ref;
-                return src.error_value();
-              }
-              auto copied = ipc_importer::copy(dst.block()->ptr, *src, bytes, ctx.stream);
-              if (!copied) *path_failed = true;
-              return copied;
-            },
-            {dst.block()})
-        .then([self, shared, owner, dst, dst_dev, handle, path_failed](const result<void>& r) {
-          if (r) {
-            shared->set_value();
-          } else if (*path_failed) {
-            self->ipc_failed(owner, r.error_value());
-            self->fetch_staged(handle, dst, dst_dev, shared);
-          } else {
-            shared->set_error(r.error_value().with_context("fetching " + to_string(handle.token)));
-          }
-        });
+    self->copy_granted(*grant, false, handle, dst, dst_dev, shared);
   });
+}
+
+void registry_state::copy_granted(const ipc_grant& grant, bool by_kept_grant, const remote_buffer& handle,
+                                  const local::gpu_ref<std::uint8_t>& dst, const local::device& dst_dev,
+                                  const std::shared_ptr<local::promise<void>>& shared) {
+  const int owner = static_cast<int>(handle.token.node_id);
+  if (handle.bytes > grant.bytes) {
+    // A token (bytes from the wire) that claims more than was exported: never read past the end.
+    shared->set_error(error(errc::invalid_argument,
+                            "fetching " + to_string(handle.token) + ": the token says " + std::to_string(handle.bytes) +
+                                " bytes, rank " + std::to_string(owner) + " exported " + std::to_string(grant.bytes)));
+    return;
+  }
+  auto path_failed = std::make_shared<bool>(false);
+  const std::string name = fd_server_name(owner);
+  dst_dev
+      .run(
+          [self = shared_from_this(), owner, grant, name, dst, bytes = handle.bytes,
+           path_failed](const local::stream_context& ctx) -> result<void> {
+            auto pool = self->importer.pool(owner, grant.pool_id, name, ctx.device);
+            if (!pool) {
+              *path_failed = true;
+              return pool.error_value();
+            }
+            auto src = self->importer.allocation(owner, grant.pin, *pool, grant.allocation, ctx.device);
+            if (!src) {
+              *path_failed = src.error_value().code() != errc::stale_ref;
+              return src.error_value();
+            }
+            auto copied = ipc_importer::copy(dst.block()->ptr, *src, bytes, ctx.stream);
+            if (!copied) *path_failed = true;
+            return copied;
+          },
+          {dst.block()})
+      .then([self = shared_from_this(), shared, owner, grant, by_kept_grant, dst, dst_dev, handle,
+             path_failed](const result<void>& r) {
+        if (r) {
+          if (by_kept_grant) {
+            self->fast_fetches.fetch_add(1, std::memory_order_relaxed);
+          } else {
+            self->keep(handle.token, grant);
+          }
+          shared->set_value();
+        } else if (*path_failed) {
+          self->ipc_failed(owner, r.error_value());
+          self->fetch_staged(handle, dst, dst_dev, shared);
+        } else if (by_kept_grant && r.error_value().code() == errc::stale_ref) {
+          // The export ended while this fetch went by the kept grant: the owner says how.
+          self->forget_kept(owner, grant.pin);
+          self->fetch_ipc(handle, dst, dst_dev, shared);
+        } else {
+          shared->set_error(r.error_value().with_context("fetching " + to_string(handle.token)));
+        }
+      });
 }
 
 // Consumer side of a staged fetch: the owner reads the buffer into host memory and sends it with
@@ -973,6 +1114,10 @@ std::size_t buffer_registry::exported() const {
 std::size_t buffer_registry::ipc_pins() const {
   std::lock_guard lock(state_->mutex);
   return state_->pins.size();
+}
+
+std::uint64_t buffer_registry::ipc_fetches_without_asking() const {
+  return state_->fast_fetches.load(std::memory_order_relaxed);
 }
 
 std::uint32_t buffer_registry::job_tag() const { return state_->job; }

@@ -310,6 +310,7 @@ class router_core_impl final : public detail::router_core {
     s.malformed = malformed_.load();
     s.packets_sent = packets_sent_.load();
     s.packets_received = packets_received_.load();
+    s.last_packet_ns = last_packet_ns_.load(std::memory_order_relaxed);
     s.direct = direct_sent_.load();
     return s;
   }
@@ -899,6 +900,7 @@ class router_core_impl final : public detail::router_core {
       if (!flag) break;
       active = true;
       packets_received_.fetch_add(1, std::memory_order_relaxed);
+      last_packet_ns_.store(now_ns(), std::memory_order_relaxed);
       int count = 0;
       MPI_Get_count(&status, MPI_BYTE, &count);
       const int source = status.MPI_SOURCE;
@@ -1107,6 +1109,7 @@ class router_core_impl final : public detail::router_core {
 
   std::atomic<std::uint64_t> sent_{0}, received_{0}, dead_letters_{0}, malformed_{0}, packets_sent_{0},
       packets_received_{0}, direct_sent_{0};
+  std::atomic<std::int64_t> last_packet_ns_{0};
 };
 
 void delivery_sink::message(const envelope_header& h, std::span<const std::byte> payload) {

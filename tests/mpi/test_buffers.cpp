@@ -128,7 +128,10 @@ TEST_F(buffers_test, gpu_ranks_of_a_node_fetch_exact_bytes_through_cuda_ipc) {
       for (auto& x : mine) x = ~x;
       ASSERT_TRUE(dev_.upload(buf, std::span<const std::uint32_t>(mine)).get());
       MPI_Barrier(MPI_COMM_WORLD);
+      const auto unasked = registry_->ipc_fetches_without_asking();
       ASSERT_TRUE(registry_->fetch(handles[static_cast<std::size_t>(owner)], into).get());
+      // The export is alive in the owner's table: the kept grant served without a round trip.
+      EXPECT_EQ(registry_->ipc_fetches_without_asking(), unasked + (ipc ? 1 : 0));
       const auto again = read(into);
       std::size_t stale_words = 0;
       for (std::size_t i = 0; i < n; ++i) stale_words += again[i] != ~word(owner, i) ? 1 : 0;
@@ -210,9 +213,14 @@ TEST_F(buffers_test, released_rebuilt_and_expired_exports_are_stale) {
   MPI_Barrier(MPI_COMM_WORLD);
   expect_stale(handles[static_cast<std::size_t>(owner)], "its lease of 50 ms expired");
 
-  // The owner's device rebuilt (a new generation).
+  // The owner's device rebuilt (a new generation), after this rank fetched it twice (so that a
+  // CUDA IPC consumer keeps its grant: the rebuild must end that too).
   auto rebuilt = registry_->export_buffer(filled(pattern(rank_, n))).get().value();
   handles = all_handles(rebuilt);
+  for (int i = 0; i < 2; ++i) {
+    auto before = registry_->fetch(handles[static_cast<std::size_t>(owner)], into).get();
+    ASSERT_TRUE(before) << before.error_value();
+  }
   MPI_Barrier(MPI_COMM_WORLD);
   dev_.state()->bump_generation();
   MPI_Barrier(MPI_COMM_WORLD);
@@ -236,6 +244,17 @@ TEST_F(buffers_test, foreign_tokens_and_wrong_targets_are_refused_by_name) {
   ASSERT_FALSE(got);
   EXPECT_NE(got.error_value().message().find("the target holds 32 bytes, the buffer 64"), std::string::npos)
       << got.error_value();
+
+  // A token that claims more bytes than its owner exported (bytes from the wire): refused, never
+  // read past the buffer's end.
+  if (size_ > 1) {
+    auto inflated = all_handles(mine)[static_cast<std::size_t>((rank_ + 1) % size_)];
+    inflated.bytes *= 4;
+    auto large = dev_.allocate<std::uint32_t>(64).get().value();
+    auto over = registry_->fetch(inflated, large).get();
+    ASSERT_FALSE(over);
+    EXPECT_EQ(over.error_value().code(), errc::invalid_argument) << over.error_value();
+  }
 
   auto floats = dev_.allocate<float>(16).get().value();
   auto typed = registry_->fetch(mine, floats).get();

@@ -52,10 +52,19 @@ struct drained {
   }
 };
 
-// Answers with the steady clock at the handler (ranks of one node share the clock): splits a
-// round trip into the way out (to the remote handler) and the way back.
+// The steady clock (ranks of one node share it) at the remote handler, and when rank 1's router
+// took the ask's packet from MPI: with rank 0's own router's time for the reply's packet they
+// split a round trip into four hops.
+struct stamps {
+  std::int64_t packet_ns = 0;   // rank 1's progress thread took the ask from MPI
+  std::int64_t handler_ns = 0;  // the actor's handler ran
+  template <class A>
+  void serialize(A& ar) {
+    ar(packet_ns, handler_ns);
+  }
+};
 struct stamp {
-  local::reply_to<std::int64_t> reply;
+  local::reply_to<stamps> reply;
   template <class A>
   void serialize(A& ar) {
     ar(reply);
@@ -64,6 +73,7 @@ struct stamp {
 
 }  // namespace atomr::apps::route_bench
 ATOMR_WIRE_MESSAGE(atomr::apps::route_bench::stamp, 0x7f0004);
+ATOMR_WIRE_MESSAGE(atomr::apps::route_bench::stamps, 0x7f0005);
 ATOMR_WIRE_MESSAGE(atomr::apps::route_bench::echo, 0x7f0001);
 ATOMR_WIRE_MESSAGE(atomr::apps::route_bench::note, 0x7f0002);
 ATOMR_WIRE_MESSAGE(atomr::apps::route_bench::drained, 0x7f0003);
@@ -79,6 +89,7 @@ using bench_msg = std::variant<echo, note, drained, stamp>;
 
 class peer_actor : public local::actor<bench_msg> {
  public:
+  explicit peer_actor(const cluster::router* router) : router_(router) {}
   void receive(bench_msg& m) override {
     if (auto* e = std::get_if<echo>(&m)) {
       e->reply.send(std::move(e->bytes));
@@ -89,7 +100,8 @@ class peer_actor : public local::actor<bench_msg> {
         waiting_.reset();
       }
     } else if (auto* st = std::get_if<stamp>(&m)) {
-      st->reply.send(std::chrono::steady_clock::now().time_since_epoch().count());
+      const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+      st->reply.send(stamps{router_->stats().last_packet_ns, now});
     } else if (auto* d = std::get_if<drained>(&m)) {
       if (notes_ >= d->count) {
         d->reply.send(notes_);
@@ -100,6 +112,7 @@ class peer_actor : public local::actor<bench_msg> {
   }
 
  private:
+  const cluster::router* router_;
   std::uint64_t notes_ = 0;
   std::optional<drained> waiting_;
 };
@@ -177,22 +190,36 @@ result<void> atomr_round_trips(const cluster::cluster_ref<bench_msg>& peer, std:
   return ok();
 }
 
-// The smallest ask split at the remote handler: medians of (out, back), us.
-result<std::pair<double, double>> atomr_halves(const cluster::cluster_ref<bench_msg>& peer, int iters) {
-  std::vector<double> out, back;
+// The smallest ask split into its hops (medians, us): the way out to the remote handler and
+// the way back, and each of those at the packet's arrival in the receiving router.
+struct ask_hops {
+  double out = 0, back = 0;
+  double to_router = 0;   // caller's send, MPI, rank 1's progress thread taking the packet
+  double to_handler = 0;  // decoding, the actor's mailbox, its worker running the handler
+  double to_router0 = 0;  // the reply's send, MPI, rank 0's progress thread taking it
+  double to_caller = 0;   // resolving the future, the caller seeing it
+};
+result<ask_hops> atomr_hops(const cluster::router& router, const cluster::cluster_ref<bench_msg>& peer, int iters) {
+  std::vector<double> out, back, hop[4];
+  auto us = [](std::int64_t a, std::int64_t b) { return static_cast<double>(b - a) / 1000.0; };
   for (int i = 0; i < iters + iters / 10 + 10; ++i) {
-    const auto t0 = clock::now();
-    auto r = peer.ask<std::int64_t>([](local::reply_to<std::int64_t> reply) { return stamp{std::move(reply)}; },
-                                    std::chrono::seconds(30))
+    const std::int64_t t0 = clock::now().time_since_epoch().count();
+    auto r = peer.ask<stamps>([](local::reply_to<stamps> reply) { return stamp{std::move(reply)}; },
+                              std::chrono::seconds(30))
                  .get();
-    const auto t1 = clock::now();
+    const std::int64_t t1 = clock::now().time_since_epoch().count();
     if (!r) return r.error_value();
     if (i < iters / 10 + 10) continue;
-    const auto at = clock::time_point(clock::duration(*r));
-    out.push_back(std::chrono::duration<double, std::micro>(at - t0).count());
-    back.push_back(std::chrono::duration<double, std::micro>(t1 - at).count());
+    const std::int64_t back_packet = router.stats().last_packet_ns;
+    out.push_back(us(t0, r->handler_ns));
+    back.push_back(us(r->handler_ns, t1));
+    hop[0].push_back(us(t0, r->packet_ns));
+    hop[1].push_back(us(r->packet_ns, r->handler_ns));
+    hop[2].push_back(us(r->handler_ns, back_packet));
+    hop[3].push_back(us(back_packet, t1));
   }
-  return std::pair{percentile(out, 0.5), percentile(back, 0.5)};
+  return ask_hops{percentile(out, 0.5),    percentile(back, 0.5),   percentile(hop[0], 0.5),
+                  percentile(hop[1], 0.5), percentile(hop[2], 0.5), percentile(hop[3], 0.5)};
 }
 
 result<double> atomr_rate(const cluster::cluster_ref<bench_msg>& peer, std::size_t bytes, std::uint64_t messages,
@@ -264,7 +291,7 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
   if (rank == 1) {
     local::spawn_options where{.name = "peer"};
     if (vm.count("dedicated")) where.dispatch = local::dispatch_kind::dedicated;
-    auto peer = system.spawn<peer_actor>(where);
+    auto peer = system.spawn<peer_actor>(where, r->get());
     if (!peer) return report_error(peer.error_value().describe(), 1);
     if (auto p = (*r)->publish("peer", *peer); !p) return report_error(p.error_value().describe(), 1);
   }
@@ -274,11 +301,11 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
   const auto peer = (*r)->lookup<bench_msg>(1, "peer");
 
   // Where an ask's time goes: to the remote handler and back (rank 0 measures).
-  std::pair<double, double> halves{0, 0};
+  ask_hops hops;
   if (rank == 0) {
-    auto h = atomr_halves(peer, iters);
+    auto h = atomr_hops(**r, peer, iters);
     if (!h) return report_error(h.error_value().describe(), 1);
-    halves = *h;
+    hops = *h;
   }
   quiet_barrier((*session)->world());
 
@@ -339,9 +366,12 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
                    {"rate_ratio", row.atomr_rate / row.raw_rate}});
   }
   t.print(std::cout);
-  std::cout << "\nask with an empty payload, split at the remote handler (p50): out " << fixed(halves.first, 2)
-            << " us (caller, MPI, rank 1's progress thread, a pool worker), back " << fixed(halves.second, 2)
-            << " us (the reply, MPI, rank 0's progress thread, the caller)\n";
+  std::cout << "\nask with an empty payload, split at the remote handler (p50): out " << fixed(hops.out, 2)
+            << " us (caller, MPI, rank 1's progress thread, a pool worker), back " << fixed(hops.back, 2)
+            << " us (the reply, MPI, rank 0's progress thread, the caller)\n"
+            << "hops (p50, us): caller to rank 1's router " << fixed(hops.to_router, 2) << ", to the handler "
+            << fixed(hops.to_handler, 2) << ", reply to rank 0's router " << fixed(hops.to_router0, 2)
+            << ", to the caller " << fixed(hops.to_caller, 2) << "\n";
   if (!json_path.empty()) {
     std::ofstream f(json_path);
     f << nlohmann::json{{"benchmark", "route"},
@@ -351,7 +381,12 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
                         {"date", utc_now()},
                         {"actor", vm.count("dedicated") ? "dedicated" : "pool"},
                         {"rows", out},
-                        {"ask_halves_us", {{"out", halves.first}, {"back", halves.second}}},
+                        {"ask_halves_us", {{"out", hops.out}, {"back", hops.back}}},
+                        {"ask_hops_us",
+                         {{"to_router", hops.to_router},
+                          {"to_handler", hops.to_handler},
+                          {"to_router0", hops.to_router0},
+                          {"to_caller", hops.to_caller}}},
                         {"max_rss_mib", {{"router_up", rss_up}, {"end", rss_end}}}}
              .dump(2)
       << '\n';

@@ -14,7 +14,12 @@
 //   pool that can be shared (POSIX file descriptor handles); the owner answers a fetch with the
 //   allocation's export data and pins the buffer for that consumer; the consumer imports the
 //   owner's pool once (its descriptor handed over a Unix socket) and the allocation once, and
-//   copies on its own stream. When the export ends, the owner asks each consumer to free its
+//   copies on its own stream. Later fetches of the same export skip the round trip: the owner
+//   keeps a table of its live exports in shared memory (a memfd its consumers map read-only),
+//   clears an export's word before anyone hears that it ended (release, lease, device rebuild),
+//   and a consumer whose kept grant's word is still set copies at once; otherwise it asks, and a
+//   fetch that starts after the end is refused with stale_ref as before.
+//   When the export ends, the owner asks each consumer to free its
 //   import (in stream order behind its copies) and lets the buffer go once they have.
 //   ATOMR_CUDA_IPC=0 turns the path off; where it fails (a driver that refuses shareable pools,
 //   GPUs the consumer cannot see) the fetch takes the staged path below, and so do later ones
@@ -88,6 +93,9 @@ class buffer_registry {
   // Buffers this rank keeps pinned for CUDA IPC consumers (one per consumer and export). An ended
   // export stays pinned until each consumer has freed its import (it is asked to at once).
   std::size_t ipc_pins() const;
+  // CUDA IPC fetches this rank made without asking the owner: by a grant kept from an earlier
+  // fetch of the same export, while the owner's export table said the export was alive.
+  std::uint64_t ipc_fetches_without_asking() const;
   std::uint32_t job_tag() const;
 
  private:

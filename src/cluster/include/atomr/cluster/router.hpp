@@ -94,6 +94,9 @@ struct router_stats {
   std::uint64_t packets_sent = 0;
   std::uint64_t packets_received = 0;
   std::uint64_t direct = 0;  // envelopes the calling thread handed to MPI itself
+  // When the progress thread last took a packet from MPI (steady clock, ns since its epoch; the
+  // ranks of a node share it): lets a benchmark split an ask into its hops.
+  std::int64_t last_packet_ns = 0;
 };
 
 namespace detail {

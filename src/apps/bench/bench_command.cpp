@@ -132,6 +132,8 @@ int bench_p2p(bool json, int src, int dst, std::size_t min_bytes, std::size_t ma
 int bench_device(bool json, int index, local::device_kind kind) {
   auto cases = bench::run_device_benchmarks(kind, index);
   if (!cases) return report_error(cases.error_value().describe(), 1);
+  auto hops = bench::run_device_hops(kind, index);
+  if (!hops) return report_error(hops.error_value().describe(), 1);
   const std::string where = (kind == local::device_kind::cuda ? "GPU" : "host device ") + std::to_string(index);
   if (json) {
     nlohmann::json out = nlohmann::json::array();
@@ -143,7 +145,14 @@ int bench_device(bool json, int index, local::device_kind kind) {
                      {"overhead_us", c.atomr_us - c.raw_us},
                      {"ratio", c.atomr_us / c.raw_us}});
     }
-    std::cout << nlohmann::json{{"benchmark", "device"}, {"device", where}, {"cases", out}}.dump(2) << '\n';
+    std::cout
+        << nlohmann::json{{"benchmark", "device"},
+                          {"device", where},
+                          {"cases", out},
+                          {"run_hops_us",
+                           {{"to_actor", hops->to_actor}, {"to_done", hops->to_done}, {"to_caller", hops->to_caller}}}}
+               .dump(2)
+        << '\n';
     return 0;
   }
   std::cout << "atomr bench device: " << where
@@ -155,6 +164,9 @@ int bench_device(bool json, int index, local::device_kind kind) {
                fixed(c.atomr_us - c.raw_us, 2), fixed(c.atomr_us / c.raw_us, 2)});
   }
   t.print(std::cout);
+  std::cout << "\nempty run, hops (p50, us): caller to the device actor " << fixed(hops->to_actor, 2)
+            << ", to its completion seen " << fixed(hops->to_done, 2) << ", to the caller " << fixed(hops->to_caller, 2)
+            << "\n";
   return 0;
 }
 

@@ -3,8 +3,11 @@
 // difference is the actor's overhead (messages, completion, reply) per operation.
 #include "bench/bench_device.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "atomr/local/device/device.hpp"
@@ -148,6 +151,42 @@ result<std::vector<device_case>> run_device_benchmarks(al::device_kind kind, int
       "run (empty work)", 0, [&] { return raw->sync(); },
       [&] { return dev.run([](const al::stream_context&) { return ok(); }).get(); }));
   return out;
+}
+
+result<device_hops> run_device_hops(al::device_kind kind, int index) {
+  al::actor_system sys;
+  ATOMR_ASSIGN_OR_RETURN(al::device dev, al::device::start(sys, index, kind));
+  using clock = std::chrono::steady_clock;
+  std::vector<double> hop[3];
+  auto us = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+  };
+  for (int i = 0; i < 2200; ++i) {
+    auto at_actor = std::make_shared<clock::time_point>();
+    auto at_done = std::make_shared<clock::time_point>();
+    auto seen = std::make_shared<al::promise<void>>();
+    auto result_future = seen->get_future();
+    const auto t0 = clock::now();
+    dev.run([at_actor](const al::stream_context&) -> result<void> {
+         *at_actor = clock::now();
+         return ok();
+       })
+        .then([at_done, seen](const result<void>& r) {
+          *at_done = clock::now();
+          seen->set_result(r);
+        });
+    ATOMR_TRY(result_future.get());
+    const auto t1 = clock::now();
+    if (i < 200) continue;  // warm-up
+    hop[0].push_back(us(t0, *at_actor));
+    hop[1].push_back(us(*at_actor, *at_done));
+    hop[2].push_back(us(*at_done, t1));
+  }
+  auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  return device_hops{median(hop[0]), median(hop[1]), median(hop[2])};
 }
 
 }  // namespace atomr::apps::bench

@@ -1,6 +1,10 @@
 #include "atomr/local/actors/dispatcher.hpp"
 
+#include <string>
+
+#include "atomr/common/log.hpp"
 #include "atomr/common/spin.hpp"
+#include "atomr/common/tunables.hpp"
 #include "atomr/local/actors/cell.hpp"
 
 namespace atomr::local {
@@ -81,9 +85,27 @@ void pool_dispatcher::work() {
   }
 }
 
+namespace {
+// ATOMR_DEDICATED_LOOK_US, read once; a bad value is reported once and the default serves.
+std::chrono::microseconds dedicated_look() {
+  static const std::chrono::microseconds look = [] {
+    auto v = tunable_int(tunables::dedicated_look);
+    if (!v || *v < 0) {
+      log::get("actors")->warn(
+          "{}; using {} us",
+          v ? std::string(tunables::dedicated_look.env) + " must be at least 0" : v.error_value().message(),
+          tunables::dedicated_look.default_value);
+      return std::chrono::microseconds(std::stoll(std::string(tunables::dedicated_look.default_value)));
+    }
+    return std::chrono::microseconds(*v);
+  }();
+  return look;
+}
+}  // namespace
+
 dedicated_dispatcher::dedicated_dispatcher(int spin_iterations, std::size_t batch,
                                            std::function<void()> on_thread_start)
-    : wake_(0, spin_iterations), batch_(batch), on_thread_start_(std::move(on_thread_start)) {}
+    : wake_(0, spin_iterations), look_(dedicated_look()), batch_(batch), on_thread_start_(std::move(on_thread_start)) {}
 
 dedicated_dispatcher::~dedicated_dispatcher() {
   if (thread_.joinable()) thread_.join();
@@ -105,12 +127,16 @@ void dedicated_dispatcher::start(std::shared_ptr<cell_base> cell) {
 void dedicated_dispatcher::schedule(std::shared_ptr<cell_base>) { wake_.signal(); }
 
 // Work tends to come back within tens of microseconds (a device actor's next operation, the
-// completion of its last): look for `k_dedicated_look` before sleeping, since waking a sleeping
+// completion of its last): look for `look_` (ATOMR_DEDICATED_LOOK_US) before sleeping, since waking a sleeping
 // thread costs 5-15 us on a VM (a futex round trip), more than most operations themselves. The
 // semaphore's own spin (spin_iterations) is a few microseconds at most.
 void dedicated_dispatcher::idle_wait(const spin_relax& relax) {
   if (wake_.tryWait()) return;
-  const auto until = std::chrono::steady_clock::now() + k_dedicated_look;
+  if (look_.count() == 0) {
+    wake_.wait();
+    return;
+  }
+  const auto until = std::chrono::steady_clock::now() + look_;
   for (unsigned i = 0;; ++i) {
     relax();
     if (wake_.tryWait()) return;

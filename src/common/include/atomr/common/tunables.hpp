@@ -72,6 +72,10 @@ inline constexpr tunable router_cork{"router_cork_us", "ATOMR_ROUTER_CORK_US", "
 inline constexpr tunable cuda_ipc{"cuda_ipc", "ATOMR_CUDA_IPC", "1",
                                   "buffer fetches between GPU ranks of one node: CUDA IPC (1) or host staging (0)"};
 
+inline constexpr tunable dedicated_look{
+    "dedicated_look_us", "ATOMR_DEDICATED_LOOK_US", "100",
+    "an actor thread of its own (device actors) looks for work this long, then sleeps, us"};
+
 inline constexpr std::array k_all{&log,
                                   &wire_max_payload,
                                   &wire_max_container,
@@ -91,6 +95,8 @@ inline constexpr std::array k_all{&log,
                                   &router_idle,
                                   &router_direct,
                                   &router_cork,
+                                  &cuda_ipc,
+                                  &dedicated_look,
                                   &nccl_scalable_ranks,
                                   &nccl_ranks_per_id};
 }  // namespace tunables

@@ -3,8 +3,8 @@
 // - pool_dispatcher: a few threads shared by many actors; workers block on a moodycamel
 //   BlockingConcurrentQueue of cells (spin briefly, then sleep on a semaphore).
 // - dedicated_dispatcher: one OS thread for one actor (device actors keep their CUDA device
-//   current on it); it looks for work for k_dedicated_look (100 us), then sleeps on a moodycamel
-//   LightweightSemaphore.
+//   current on it); it looks for work for ATOMR_DEDICATED_LOOK_US (100 us), then sleeps on a
+//   moodycamel LightweightSemaphore.
 // Idle threads sleep; the spin window trades a few microseconds of CPU for fast wake-up.
 #pragma once
 
@@ -69,12 +69,10 @@ class dedicated_dispatcher final : public dispatcher {
   void start(std::shared_ptr<cell_base> cell);
   bool finished() const noexcept { return finished_.load(std::memory_order_acquire); }
 
-  // How long an idle dedicated thread looks for work before it sleeps.
-  static constexpr std::chrono::microseconds k_dedicated_look{100};
-
  private:
   void idle_wait(const spin_relax& relax);
   moodycamel::LightweightSemaphore wake_;
+  std::chrono::microseconds look_;
   std::size_t batch_;
   std::function<void()> on_thread_start_;
   std::atomic<bool> finished_{false};

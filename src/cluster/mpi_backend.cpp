@@ -3,7 +3,10 @@
 // ops that compute in float, and avg is a sum divided by the rank count when the data lands.
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/local/device/half.hpp"
@@ -122,6 +125,39 @@ struct host_state {
 
 constexpr int k_p2p_tag = 0x41544d;  // "ATM": atomr's send/recv on its own communicator
 
+// Pack buffers of packed all_reduces, kept for reuse: a fresh buffer of this size comes from mmap,
+// and first-touching its pages (then unmapping them, which interrupts every core that ran the
+// process) cost more than the reduction (a 940 KiB pack: about 1 ms per issue on a 2-core VM).
+class pack_pool : public std::enable_shared_from_this<pack_pool> {
+ public:
+  std::shared_ptr<std::byte[]> take(std::size_t bytes) {
+    std::unique_ptr<std::byte[]> mem;
+    {
+      std::lock_guard lock(mutex_);
+      for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+        if (it->first >= bytes && it->first <= 2 * bytes + 4096) {
+          bytes = it->first;
+          mem = std::move(it->second);
+          spare_.erase(it);
+          break;
+        }
+      }
+    }
+    if (!mem) mem.reset(new std::byte[bytes]);  // not zeroed: every byte is copied in
+    return std::shared_ptr<std::byte[]>(mem.release(), [pool = shared_from_this(), bytes](std::byte* p) {
+      std::lock_guard lock(pool->mutex_);
+      pool->spare_.emplace_back(bytes, std::unique_ptr<std::byte[]>(p));
+      // The newest are kept: a job's pack sizes drift.
+      if (pool->spare_.size() > k_kept) pool->spare_.erase(pool->spare_.begin());
+    });
+  }
+
+ private:
+  static constexpr std::size_t k_kept = 8;
+  std::mutex mutex_;
+  std::vector<std::pair<std::size_t, std::unique_ptr<std::byte[]>>> spare_;
+};
+
 class mpi_backend final : public comm_backend {
  public:
   mpi_backend(MPI_Comm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
@@ -216,8 +252,7 @@ class mpi_backend final : public comm_backend {
     if (total > static_cast<std::size_t>(INT_MAX)) {
       return error(errc::internal, "packed all_reduce larger than MPI's int count");
     }
-    // Not zeroed: every byte is copied in below.
-    std::shared_ptr<std::byte[]> pack(new std::byte[total * elem]);
+    std::shared_ptr<std::byte[]> pack = packs_->take(total * elem);
     std::size_t offset = 0;
     std::vector<std::pair<void*, std::size_t>> outs;  // recv pointer, offset in the pack
     outs.reserve(batch.size());
@@ -282,6 +317,7 @@ class mpi_backend final : public comm_backend {
   int rank_;
   int size_;
   bool aborted_ = false;
+  std::shared_ptr<pack_pool> packs_ = std::make_shared<pack_pool>();
 };
 
 }  // namespace

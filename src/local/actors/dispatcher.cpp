@@ -126,10 +126,11 @@ void dedicated_dispatcher::start(std::shared_ptr<cell_base> cell) {
 
 void dedicated_dispatcher::schedule(std::shared_ptr<cell_base>) { wake_.signal(); }
 
-// Work tends to come back within tens of microseconds (a device actor's next operation, the
-// completion of its last): look for `look_` (ATOMR_DEDICATED_LOOK_US) before sleeping, since waking a sleeping
-// thread costs 5-15 us on a VM (a futex round trip), more than most operations themselves. The
-// semaphore's own spin (spin_iterations) is a few microseconds at most.
+// Waking a sleeping thread costs 5-15 us on a VM (a futex round trip), more than most device
+// operations. The semaphore spins a few microseconds (spin_iterations) before it sleeps, which
+// covers operations back to back (an A/B on the GPU machine measured no gain from looking
+// longer there, docs/benchmarks.md); where a device's operations come tens of microseconds
+// apart, ATOMR_DEDICATED_LOOK_US makes the thread look that long before sleeping.
 void dedicated_dispatcher::idle_wait(const spin_relax& relax) {
   if (wake_.tryWait()) return;
   if (look_.count() == 0) {

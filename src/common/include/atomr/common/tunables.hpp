@@ -73,8 +73,8 @@ inline constexpr tunable cuda_ipc{"cuda_ipc", "ATOMR_CUDA_IPC", "1",
                                   "buffer fetches between GPU ranks of one node: CUDA IPC (1) or host staging (0)"};
 
 inline constexpr tunable dedicated_look{
-    "dedicated_look_us", "ATOMR_DEDICATED_LOOK_US", "100",
-    "an actor thread of its own (device actors) looks for work this long, then sleeps, us"};
+    "dedicated_look_us", "ATOMR_DEDICATED_LOOK_US", "0",
+    "an actor thread of its own (device actors) looks for work this long before it sleeps, us (0: a short spin)"};
 
 inline constexpr std::array k_all{&log,
                                   &wire_max_payload,

@@ -3,7 +3,7 @@
 // - pool_dispatcher: a few threads shared by many actors; workers block on a moodycamel
 //   BlockingConcurrentQueue of cells (spin briefly, then sleep on a semaphore).
 // - dedicated_dispatcher: one OS thread for one actor (device actors keep their CUDA device
-//   current on it); it looks for work for ATOMR_DEDICATED_LOOK_US (100 us), then sleeps on a
+//   current on it); it spins briefly (longer with ATOMR_DEDICATED_LOOK_US), then sleeps on a
 //   moodycamel LightweightSemaphore.
 // Idle threads sleep; the spin window trades a few microseconds of CPU for fast wake-up.
 #pragma once

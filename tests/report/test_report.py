@@ -1,8 +1,11 @@
 #!/usr/bin/python3
 """Tests of launch/atomr-report: the plots (SVG axis labels, series names, point counts), the
 Markdown table against the inputs' numbers, the baseline comparison, and one clear line for bad
-input. The inputs are a stored nccl-tests output (2x H200) and, with --atomr, a fresh host-backend
-`atomr bench coll` run on 2 ranks.
+input. The inputs are stored results in data/ (an nccl-tests output on 2x H200; bench coll, p2p,
+route and fetch JSON as src/apps/bench writes it, from runs recorded in docs/results and
+docs/gpu-results.md) and, with --atomr, a fresh host-backend `atomr bench coll` run on 2 ranks.
+Quickstart checks that launch/quickstart reports on the JSON wherever -J put it (its build and
+benchmark replaced by stubs).
 
   test_report.py --script launch/atomr-report --data tests/report/data [--atomr bin/atomr --launch launch/atomr-launch]
 """
@@ -10,6 +13,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -33,6 +38,18 @@ def svg_texts(path):
     return [t.text for t in ET.parse(path).getroot().iter(SVG + "text") if t.text]
 
 
+def slug(label):
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "series-" + label).strip("_")
+
+
+def data(name):
+    return os.path.join(ARGS.data, name)
+
+
+def load_json(name):
+    return json.loads(read(data(name)))
+
+
 def svg_series(path):
     """Series id -> number of markers (one per point)."""
     out = {}
@@ -51,9 +68,9 @@ def table_rows(md, heading):
     for line in lines[start + 1 :]:
         if line.startswith("## "):
             break
-        if line.startswith("| ") and not line.startswith("| size") and "---" not in line:
+        if line.startswith("| ") and "---" not in line:
             rows.append([c.strip() for c in line.strip("|").split("|")])
-    return rows
+    return rows[1:]  # the first is the header
 
 
 def nccl_tests_rows(path):
@@ -100,17 +117,26 @@ class NcclTestsOutput(unittest.TestCase):
             self.assertIn("## all_reduce, 2 rank(s)", f.read())
 
 
+def assert_one_line_error(test, r, expect):
+    """Exit code 2, one line on stderr, `atomr-report: error: ...` matching `expect`; returns it."""
+    test.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+    test.assertNotIn("Traceback", r.stderr)
+    lines = r.stderr.strip().splitlines()
+    test.assertEqual(len(lines), 1, r.stderr)
+    test.assertTrue(lines[0].startswith("atomr-report: error: "), lines[0])
+    test.assertRegex(lines[0], expect)
+    return lines[0]
+
+
 class BadInput(unittest.TestCase):
-    def one_line_error(self, content, expect):
+    def one_line_error(self, content, expect, *extra):
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             f.write(content)
-        r = run_report("-o", tempfile.mkdtemp(), f.name)
-        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-        lines = r.stderr.strip().splitlines()
-        self.assertEqual(len(lines), 1, r.stderr)
-        self.assertTrue(lines[0].startswith("atomr-report: error: "), lines[0])
-        self.assertRegex(lines[0], expect)
-        self.assertNotIn("Traceback", r.stderr)
+        out = tempfile.mkdtemp()
+        r = run_report("-o", out, *extra, f.name)
+        line = assert_one_line_error(self, r, expect)
+        self.assertEqual(os.listdir(out), [])  # nothing written
+        return line, f.name
 
     def test_truncated_json(self):
         doc = json.dumps({"benchmark": "coll", "collective": "all_reduce", "ranks": 2, "backend": "host", "rows": []})
@@ -128,10 +154,273 @@ class BadInput(unittest.TestCase):
         head = "".join(lines[:first_row])  # cut off where the results begin
         self.one_line_error(head, r"without any result rows")
 
+    def test_nccl_tests_output_cut_after_some_rows(self):
+        lines = read(data("nccl_tests_all_reduce_h200x2.txt")).splitlines(keepends=True)
+        first_row = next(i for i, l in enumerate(lines) if not l.startswith("#"))
+        for rows, cut in ((4, "".join(lines[: first_row + 4])),  # after the 4th row
+                          (9, "".join(lines[: first_row + 9]) + lines[first_row + 9][:30]),  # in the 10th
+                          (10, "".join(lines[: first_row + 11]))):  # after the last row, before the end
+            with self.subTest(rows=rows):
+                line, name = self.one_line_error(cut, r"without its closing '# Avg bus bandwidth' line")
+                self.assertEqual(
+                    line, f"atomr-report: error: {name}: nccl-tests output without its closing "
+                    f"'# Avg bus bandwidth' line: truncated after {rows} result row(s)?")
+
+    def test_nccl_tests_output_cut_on_stdin(self):
+        text = "".join(read(data("nccl_tests_all_reduce_h200x2.txt")).splitlines(keepends=True)[:15])
+        r = subprocess.run([ARGS.script, "-o", tempfile.mkdtemp(), "-"], input=text, capture_output=True, text=True)
+        line = assert_one_line_error(self, r, r"^atomr-report: error: stdin: nccl-tests output without its closing")
+        self.assertIn("truncated after 4 result row(s)?", line)
+
+    def test_a_baseline_with_nothing_in_common(self):
+        out = tempfile.mkdtemp()
+        coll, route = data("coll_all_reduce_h200x2.json"), data("route_2r.json")
+        r = run_report("-o", out, "--baseline", route, coll)
+        line = assert_one_line_error(self, r, "shares no series")
+        self.assertEqual(line, f"atomr-report: error: --baseline: {route} shares no series/sizes with the run "
+                               "(baseline: route, 2 rank(s); run: all_reduce, 2 rank(s))")
+        self.assertEqual(os.listdir(out), [])
+        # The same collective at other ranks, and the same series at other sizes, share nothing either.
+        other = json.loads(read(coll))
+        other["ranks"] = 4
+        self.one_line_error(json.dumps(other), rf"--baseline: {re.escape(coll)} shares no series/sizes with the run "
+                            r"\(baseline: all_reduce, 2 rank\(s\); run: all_reduce, 4 rank\(s\)\)$",
+                            "--baseline", coll)
+        sizes = json.loads(read(coll))
+        for row in sizes["rows"]:
+            row["size"] += 1
+        path = os.path.join(tempfile.mkdtemp(), "other_sizes.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(sizes, f)
+        r = run_report("-o", out, "--baseline", path, coll)
+        assert_one_line_error(self, r, rf"--baseline: {re.escape(path)} shares no series/sizes with the run")
+
+    def test_a_baseline_sharing_some_sizes_is_compared_on_those(self):
+        coll = data("coll_all_reduce_h200x2.json")
+        doc = load_json("coll_all_reduce_h200x2.json")
+        doc["rows"] = doc["rows"][:2]
+        path = os.path.join(tempfile.mkdtemp(), "two_sizes.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+        out = tempfile.mkdtemp()
+        r = run_report("-o", out, "--baseline", path, coll)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        md = read(os.path.join(out, "summary.md"))
+        rows = table_rows(md, "## Against the baseline (regression: more than 5 % slower)")
+        # atomr and raw, each at the two sizes the baseline has
+        self.assertEqual([(c[0], int(c[1]), c[4]) for c in rows],
+                         [(s, b, "+0.0 %") for s in ("atomr all_reduce (2r nccl, NVIDIA H200 (vm), 0b2a7ea)",
+                                                     "raw NCCL all_reduce (2r nccl, NVIDIA H200 (vm), 0b2a7ea)")
+                          for b in (8, 512)])
+
+    def without_matplotlib(self, python_args, *args):
+        return subprocess.run([sys.executable, *python_args, *args], capture_output=True, text=True, timeout=120)
+
+    def test_a_python3_without_matplotlib(self):
+        # -S: no site-packages (where Debian's python3-matplotlib and pip's are), as in a bare
+        # pyenv or venv python3.
+        probe = subprocess.run([sys.executable, "-S", "-c", "import matplotlib"], capture_output=True)
+        if probe.returncode == 0:
+            self.skipTest(f"{sys.executable} -S still imports matplotlib")
+        out = tempfile.mkdtemp()
+        r = self.without_matplotlib(["-S", ARGS.script], "-o", out, data("nccl_tests_all_reduce_h200x2.txt"))
+        line = assert_one_line_error(self, r, "matplotlib")
+        self.assertEqual(line, f"atomr-report: error: matplotlib is not installed for {sys.executable} (Debian's "
+                               "python3-matplotlib, for /usr/bin/python3; launch/setup-deps installs it)")
+        self.assertEqual(os.listdir(out), [])
+        # --help and usage errors need no matplotlib
+        r = self.without_matplotlib(["-S", ARGS.script], "--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("usage: atomr-report", r.stdout)
+        r = self.without_matplotlib(["-S", ARGS.script], "--threshold", "x", "f")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--threshold: takes a percentage", r.stderr)
+
+    def test_matplotlib_blocked_in_the_interpreter(self):
+        # The same, on any machine: `import matplotlib` fails as where it is not installed.
+        run = ("import runpy, sys; sys.modules['matplotlib'] = None; sys.argv = sys.argv[1:]; "
+               "runpy.run_path(sys.argv[0], run_name='__main__')")
+        r = self.without_matplotlib(["-c", run, ARGS.script], "-o", tempfile.mkdtemp(),
+                                    data("nccl_tests_all_reduce_h200x2.txt"))
+        line = assert_one_line_error(self, r, "matplotlib")
+        self.assertEqual(line, f"atomr-report: error: matplotlib is not installed for {sys.executable} (Debian's "
+                               "python3-matplotlib, for /usr/bin/python3; launch/setup-deps installs it)")
+
     def test_a_missing_file(self):
         r = run_report("-o", tempfile.mkdtemp(), "/nonexistent/coll.json")
         self.assertEqual(r.returncode, 2)
         self.assertRegex(r.stderr, r"^atomr-report: error: /nonexistent/coll.json: cannot read it")
+
+
+class BenchJsonInputs(unittest.TestCase):
+    """bench p2p, route and fetch JSON (and a coll file beside them): labels with ranks and
+    backend where the file has them, a table per benchmark with the files' numbers, the plots'
+    series and point counts."""
+
+    FILES = ("coll_all_reduce_h200x2.json", "p2p_h200x2.json", "route_2r.json", "fetch_ipc_2r.json")
+    LABELS = {
+        "coll_all_reduce_h200x2.json": ("atomr all_reduce (2r nccl, NVIDIA H200 (vm), 0b2a7ea)",
+                                        "raw NCCL all_reduce (2r nccl, NVIDIA H200 (vm), 0b2a7ea)"),
+        "p2p_h200x2.json": ("atomr p2p (GPU0->GPU1, NVIDIA H200, 24fa558)",
+                            "raw p2p (GPU0->GPU1, NVIDIA H200, 24fa558)"),
+        "route_2r.json": ("atomr route (2r, vm, bfa940f)", "raw route (2r, vm, bfa940f)"),
+        "fetch_ipc_2r.json": ("atomr fetch cuda_ipc (2r cuda, NVIDIA H100 80GB HBM3 (vm), bfa940f)",
+                              "raw fetch cuda_ipc (2r cuda, NVIDIA H100 80GB HBM3 (vm), bfa940f)"),
+    }
+    HEADINGS = {"coll_all_reduce_h200x2.json": "## all_reduce, 2 rank(s)", "p2p_h200x2.json": "## p2p, 1 rank(s)",
+                "route_2r.json": "## route, 2 rank(s)", "fetch_ipc_2r.json": "## fetch, 2 rank(s)"}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.out = tempfile.mkdtemp(prefix="atomr-report-json-")
+        cls.result = run_report("--title", "json inputs", "-o", cls.out, *(data(f) for f in cls.FILES))
+        cls.md = read(os.path.join(cls.out, "summary.md")) if cls.result.returncode == 0 else ""
+
+    def test_it_runs(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        self.assertEqual(self.result.stderr, "")
+        self.assertEqual([l for l in self.result.stdout.splitlines() if l.endswith(".svg")],
+                         [f"atomr-report: wrote {self.out}/{s}.svg" for s in ("busbw", "time", "ratio", "many_small",
+                                                                              "init")])
+
+    def test_labels(self):
+        sources = [l for l in self.md.splitlines() if l.startswith("- ")]
+        self.assertEqual(sources, [f"- {label}: `{data(f)}`" for f in self.FILES for label in self.LABELS[f]])
+        texts = svg_texts(os.path.join(self.out, "time.svg"))
+        for f in self.FILES:
+            for label in self.LABELS[f]:
+                self.assertIn(label, texts)
+
+    def test_labels_only_say_what_the_file_has(self):
+        doc = load_json("fetch_ipc_2r.json")
+        del doc["ranks"], doc["device"]  # as a file from before they were written
+        host = load_json("fetch_ipc_2r.json")
+        host.update(device="host", path="mpi_staged", machine="host CPU (vm)")
+        route = load_json("route_2r.json")
+        del route["machine"]
+        d = tempfile.mkdtemp()
+        paths = []
+        for name, content in (("old.json", doc), ("host.json", host), ("route.json", route)):
+            paths.append(os.path.join(d, name))
+            with open(paths[-1], "w", encoding="utf-8") as f:
+                json.dump(content, f)
+        r = run_report("-o", os.path.join(d, "report"), "--meta", "machine=gpu-box", *paths)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        md = read(os.path.join(d, "report", "summary.md"))
+        self.assertEqual([l.split(":")[0] for l in md.splitlines() if l.startswith("- ")],
+                         ["- atomr fetch cuda_ipc (NVIDIA H100 80GB HBM3 (vm), bfa940f)",
+                          "- raw fetch cuda_ipc (NVIDIA H100 80GB HBM3 (vm), bfa940f)",
+                          "- atomr fetch mpi_staged (2r host, host CPU (vm), bfa940f)",
+                          "- raw fetch mpi_staged (2r host, host CPU (vm), bfa940f)",
+                          "- atomr route (2r, gpu-box, bfa940f)", "- raw route (2r, gpu-box, bfa940f)"])
+        self.assertIn("## fetch, 1 rank(s)", md)  # a file without ranks: one group of its own
+        self.assertIn("## fetch, 2 rank(s)", md)
+
+    def test_tables_match_the_files(self):
+        for f in self.FILES[1:]:
+            with self.subTest(file=f):
+                doc = load_json(f)
+                rows = table_rows(self.md, self.HEADINGS[f])
+                self.assertEqual(len(rows), len(doc["rows"]))
+                for cells, row in zip(rows, doc["rows"]):
+                    gbps = [row.get("atomr_gbps"), row.get("raw_gbps")]
+                    self.assertEqual(cells, [str(row["bytes"]), f"{row['atomr_us']:.2f}",
+                                             "-" if gbps[0] is None else f"{gbps[0]:.2f}", f"{row['raw_us']:.2f}",
+                                             "-" if gbps[1] is None else f"{gbps[1]:.2f}",
+                                             f"{row['raw_us'] / row['atomr_us']:.3f}"])
+        # fetch writes its own ratio (raw / atomr time): the table's is the same number
+        for cells, row in zip(table_rows(self.md, self.HEADINGS["fetch_ipc_2r.json"]),
+                              load_json("fetch_ipc_2r.json")["rows"]):
+            self.assertEqual(cells[5], f"{row['ratio']:.3f}")
+        # coll keeps its columns: atomr and raw out-of-place time and busbw, and its ratio
+        doc = load_json("coll_all_reduce_h200x2.json")
+        rows = table_rows(self.md, self.HEADINGS["coll_all_reduce_h200x2.json"])
+        self.assertEqual(rows, [[str(r["size"]), f"{r['out_of_place']['time_us']:.2f}",
+                                 f"{r['out_of_place']['busbw_gbps']:.2f}", f"{r['raw_out_of_place']['time_us']:.2f}",
+                                 f"{r['raw_out_of_place']['busbw_gbps']:.2f}", f"{r['ratio']:.3f}"]
+                                for r in doc["rows"]])
+
+    def test_plot_series(self):
+        n = {f: len(load_json(f)["rows"]) for f in self.FILES}
+        time = svg_series(os.path.join(self.out, "time.svg"))
+        self.assertEqual(time, {slug(label): n[f] for f in self.FILES for label in self.LABELS[f]})
+        busbw = svg_series(os.path.join(self.out, "busbw.svg"))
+        # route has no bandwidths (it measures round trips and message rates): not on this plot
+        self.assertEqual(busbw, {slug(label): n[f] for f in self.FILES if f != "route_2r.json"
+                                 for label in self.LABELS[f]})
+        ratio = svg_series(os.path.join(self.out, "ratio.svg"))
+        expected = {slug(self.LABELS[f][0] + ": own raw / atomr"): n[f] for f in self.FILES}
+        expected["series-raw_speed"] = 0
+        self.assertEqual(ratio, expected)
+
+
+class Quickstart(unittest.TestCase):
+    """launch/quickstart, in a copy of launch/ whose setup-deps, cmake and atomr-launch are stubs
+    (the stub writes the stored coll JSON where -J says): the report is made and its folder
+    printed whether quickstart chose the JSON's path or the caller did."""
+
+    def setUp(self):
+        launch = os.path.dirname(os.path.abspath(ARGS.script))
+        self.root = tempfile.mkdtemp(prefix="atomr-quickstart-")
+        os.makedirs(os.path.join(self.root, "launch"))
+        os.makedirs(os.path.join(self.root, "stubs"))
+        shutil.copy(os.path.join(launch, "quickstart"), os.path.join(self.root, "launch"))
+        shutil.copy(ARGS.script, os.path.join(self.root, "launch", "atomr-report"))
+        self.log = os.path.join(self.root, "launch.log")
+        stubs = {
+            "launch/setup-deps": "exit 0\n",
+            "stubs/cmake": "exit 0\n",
+            # Logs its arguments; for `bench`, writes the coll sample to -J's file as atomr would.
+            "launch/atomr-launch": (
+                f'echo "$*" >> {self.log}\n'
+                'json=""; while [[ $# -gt 0 ]]; do\n'
+                '  case $1 in -J|--output_file) json=$2; shift ;; --output_file=*) json=${1#*=} ;; -J?*) json=${1#-J} ;; esac\n'
+                '  shift\n'
+                'done\n'
+                f'[[ -z $json ]] || cp {data("coll_all_reduce_h200x2.json")} "$json"\n'),
+        }
+        for path, body in stubs.items():
+            full = os.path.join(self.root, path)
+            with open(full, "w", encoding="utf-8") as f:
+                f.write("#!/usr/bin/env bash\n" + body)
+            os.chmod(full, os.stat(full).st_mode | stat.S_IXUSR)
+        self.build = os.path.join(self.root, "build")
+
+    def quickstart(self, *args):
+        env = dict(os.environ, ATOMR_BUILD_DIR=self.build,
+                   PATH=os.path.join(self.root, "stubs") + os.pathsep + os.environ["PATH"])
+        r = subprocess.run([os.path.join(self.root, "launch", "quickstart"), *args], capture_output=True, text=True,
+                           env=env, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        report = os.path.join(self.build, "quickstart", "report")
+        self.assertEqual(r.stdout.splitlines()[-1], f"quickstart: plots in {report} (busbw.png, time.png, ratio.png), "
+                                                    f"table in {report}/summary.md")
+        for name in ("busbw.png", "time.png", "ratio.png", "summary.md"):
+            self.assertGreater(os.path.getsize(os.path.join(report, name)), 100, name)
+        bench = [l for l in read(self.log).splitlines() if " bench coll " in l]
+        self.assertEqual(len(bench), 1)
+        return read(os.path.join(report, "summary.md")), bench[0]
+
+    def test_its_own_json(self):
+        md, bench = self.quickstart("2")
+        own = os.path.join(self.build, "quickstart", "coll.json")
+        self.assertTrue(bench.endswith(f"bench coll all_reduce -b 8 -e 64M -f 4 -J {own}"), bench)
+        self.assertIn(f"- atomr all_reduce (2r nccl, NVIDIA H200 (vm), 0b2a7ea): `{own}`", md)
+
+    def test_the_callers_json(self):
+        mine = os.path.join(self.root, "mine")
+        os.makedirs(mine)
+        for form in (["-J", f"{mine}/a.json"], [f"-J{mine}/b.json"], ["--output_file", f"{mine}/c.json"],
+                     [f"--output_file={mine}/d.json"]):
+            with self.subTest(form=form):
+                path = os.path.join(mine, form[-1].rpartition("/")[2])
+                md, bench = self.quickstart("2", "all_reduce", "-b", "8", *form, "-e", "1M")
+                self.assertTrue(bench.endswith(" bench coll all_reduce -b 8 " + " ".join(form) + " -e 1M"), bench)
+                self.assertIn(f"- atomr all_reduce (2r nccl, NVIDIA H200 (vm), 0b2a7ea): `{path}`", md)
+                rows = table_rows(md, "## all_reduce, 2 rank(s)")
+                self.assertEqual([int(r[0]) for r in rows], [8, 512, 32768, 2097152])
+                os.remove(self.log)
+        self.assertFalse(os.path.exists(os.path.join(self.build, "quickstart", "coll.json")))
 
 
 class HostBackendRun(unittest.TestCase):

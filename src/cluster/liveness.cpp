@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/log.hpp"
@@ -26,6 +27,21 @@ constexpr int k_notice_max = 4096;  // a notice is the culprit's rank and one li
 // The running liveness, for the atexit handler (a rank that exits without finishing).
 std::atomic<liveness*> g_live{nullptr};
 
+// The first fatal failure of this process's collectives (note_fatal_failure).
+struct fatal_note {
+  std::mutex mutex;
+  std::optional<std::string> text;
+};
+fatal_note& fatal() {
+  static fatal_note f;
+  return f;
+}
+std::optional<std::string> fatal_failure_text() {
+  auto& f = fatal();
+  std::lock_guard lock(f.mutex);
+  return f.text;
+}
+
 result<std::chrono::milliseconds> non_negative_ms(const tunable& t) {
   ATOMR_ASSIGN_OR_RETURN(const auto v, tunable_int(t));
   if (v < 0) return error(errc::invalid_argument, std::string(t.env) + " must not be negative");
@@ -41,6 +57,12 @@ void liveness_at_exit() {
   // may kill them soon after, so this is best effort, bounded).
   l->send_all(k_notice_tag, l->rank_, l->name_ + " exited", -1);
   l->flush(std::chrono::milliseconds(300));
+}
+
+void note_fatal_failure(const std::string& text) {
+  auto& f = fatal();
+  std::lock_guard lock(f.mutex);
+  if (!f.text) f.text = text;
 }
 
 result<std::optional<liveness_options>> liveness_options::from_environment() {
@@ -101,8 +123,25 @@ liveness::liveness(MPI_Comm comm, int rank, int size, liveness_options options, 
       name_(std::move(name)),
       successor_(size > 1 ? (rank + 1) % size : rank),
       last_heard_(static_cast<std::size_t>(size), clock::now()),
-      gone_(static_cast<std::size_t>(size), 0) {
+      gone_(static_cast<std::size_t>(size), 0),
+      left_(static_cast<std::size_t>(size), 0) {
   if (size_ > 1) thread_ = std::thread([this] { run(); });
+}
+
+void liveness::leave() {
+  if (leaving_.load() || !thread_.joinable()) return;
+  if (options_.policy == on_failure::abort) {
+    if (auto text = fatal_failure_text()) {
+      std::lock_guard lock(left_mutex_);
+      leave_by_ = clock::now() + options_.timeout;
+      leave_cause_ = std::move(*text);
+    }
+  }
+  // Goodbye: the others stop watching this rank.
+  send_all(k_goodbye_tag, rank_, "", -1);
+  leaving_ = true;
+  std::unique_lock lock(left_mutex_);
+  left_cv_.wait(lock, [this] { return everyone_left_; });
 }
 
 liveness::~liveness() {
@@ -110,8 +149,7 @@ liveness::~liveness() {
   g_live.compare_exchange_strong(self, nullptr);
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
-  // Goodbye: the others stop watching this rank.
-  send_all(k_goodbye_tag, rank_, "", -1);
+  if (!leaving_) send_all(k_goodbye_tag, rank_, "", -1);
   // (Unsent messages keep the communicator: MPI must not free it under them.)
   if (flush(std::chrono::seconds(1))) MPI_Comm_free(&comm_);
 }
@@ -231,6 +269,37 @@ void liveness::handle_failure(int culprit, const std::string& text) {
   last_heard_[static_cast<std::size_t>(neighbour(-1))] = clock::now();
 }
 
+void liveness::watch_the_leaving() {
+  std::string stuck;
+  bool watcher = false;  // of a rank that has not left: it knows that rank's name and pid
+  for (int r = 0; r < size_; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (r == rank_ || gone_[i] || left_[i]) continue;
+    stuck += (stuck.empty() ? "" : ", ") + describe(r);
+    watcher = watcher || r == neighbour(-1);
+  }
+  std::unique_lock lock(left_mutex_);
+  if (everyone_left_) return;
+  if (stuck.empty()) {
+    everyone_left_ = true;
+    left_cv_.notify_all();
+    return;
+  }
+  // The watcher of a stuck rank ends the job at the bound, naming it; the others a timeout later,
+  // in case no watcher is leaving.
+  if (!leave_by_ || clock::now() < *leave_by_ + (watcher ? clock::duration{} : clock::duration{options_.timeout})) {
+    return;
+  }
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(options_.timeout).count());
+  const std::string text =
+      stuck + " did not finish within " + secs + " s of " + name_ + " ending after: " + leave_cause_;
+  lock.unlock();
+  log::get("cluster")->critical("ending the job (ATOMR_ON_FAILURE=abort): {}", text);
+  std::fflush(nullptr);
+  MPI_Abort(MPI_COMM_WORLD, 71);
+}
+
 void liveness::run() {
   const auto look = std::min<clock::duration>(options_.period / 5, std::chrono::milliseconds(20));
   auto next_beat = clock::now();
@@ -264,8 +333,7 @@ void liveness::run() {
       const auto from = static_cast<std::size_t>(status.MPI_SOURCE);
       last_heard_[from] = clock::now();
       if (status.MPI_TAG == k_goodbye_tag) {
-        gone_[from] = 1;
-        last_heard_[static_cast<std::size_t>(neighbour(-1))] = clock::now();
+        left_[from] = 1;
       } else if (status.MPI_TAG == k_name_tag) {
         std::lock_guard lock(names_mutex_);
         names_[status.MPI_SOURCE] = std::string(buffer.data(), static_cast<std::size_t>(count));
@@ -278,8 +346,9 @@ void liveness::run() {
         }
       }
     }
+    if (leaving_) watch_the_leaving();
     const int watched = neighbour(-1);
-    if (watched != rank_) {
+    if (watched != rank_ && !left_[static_cast<std::size_t>(watched)]) {
       const auto silent = clock::now() - last_heard_[static_cast<std::size_t>(watched)];
       if (silent > options_.timeout) {
         char secs[32];

@@ -81,8 +81,11 @@ mpi_session::mpi_session(bool owns_mpi, MPI_Comm world, node_identity identity)
     : owns_mpi_(owns_mpi), world_(world), identity_(std::move(identity)) {}
 
 mpi_session::~mpi_session() {
+  // Still watching until the others are done too: a rank that stops meanwhile is named and ends the
+  // job here, instead of holding this one in MPI_Finalize.
+  if (liveness_) liveness_->leave();
   const auto lost = liveness_ ? liveness_->failed_ranks() : std::vector<std::pair<int, std::string>>{};
-  liveness_.reset();  // says goodbye while MPI is up
+  liveness_.reset();
   if (world_ != MPI_COMM_NULL) MPI_Comm_free(&world_);
   if (owns_mpi_ && !lost.empty()) {
     // MPI_Finalize would wait for the failed rank forever (a stopped one never arrives). The

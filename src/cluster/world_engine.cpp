@@ -874,6 +874,7 @@ void world_engine::poll_notices() {
 
 void world_engine::fail_world(error cause, const coll_request* culprit, bool tell) {
   log::get("cluster")->error("collectives failed: {}", cause.describe());
+  note_fatal_failure(cause.describe());
   backend_->abort();
   if (tell) tell_peers(cause);
   {

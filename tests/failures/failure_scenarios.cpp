@@ -2,15 +2,22 @@
 // rank runs all_reduces on the host backend; after 20 of them rank 1 stops itself (SIGSTOP, a hung
 // node), kills itself (SIGKILL), or exits with code 1. The others keep reducing, so they wait on
 // it: liveness must name it and end the job.
-//   failure_scenarios stop|kill|exit1|none|continue|router|fetch|shrink
-// none: nobody misbehaves (no false alarm; prints "all ranks done"). continue: rank 1 stops, and
+//   failure_scenarios stop|kill|exit1|timeout|hang|none|late|continue|router|fetch|shrink
+// none: nobody misbehaves (no false alarm; prints "all ranks done"). late: nobody misbehaves, but
+// rank 3 works on for longer than the heartbeat timeout after the others have ended (no false
+// alarm while they wait for it). continue: rank 1 stops, and
 // with ATOMR_ON_FAILURE=continue the others wait until liveness reports it, print what they saw,
 // then end the stopped rank themselves (it cannot end its own job) and leave. router: the same,
 // but the survivors are waiting on an ask (deadline 60 s) to an actor on rank 1 when it stops;
 // the ask must fail as soon as liveness names the rank. fetch: the same for a fetch of a buffer
 // rank 1 exported, in flight when it stops. shrink: ATOMR_ON_FAILURE=continue; rank 1 stops during
 // the all_reduces; the others' pending all_reduce fails as soon as liveness names it, and they go
-// on with world::shrink().
+// on with world::shrink(). timeout (run with a collective deadline shorter than the heartbeat
+// timeout): rank 1 stops; the others' all_reduce times out first, they end, and the session must
+// still name rank 1 and end the job instead of waiting for it in MPI_Finalize. hang: rank 1 blocks
+// in its main thread while its heartbeats go on; the others' all_reduce times out, and their
+// session names rank 1 as not finished once the heartbeat timeout has passed.
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -171,7 +178,10 @@ int main(int argc, char** argv) {
   auto buf = dev.allocate<int>(4).get().value();
   for (int i = 0; i < 100; ++i) {
     if (i == 20 && rank == 1) {
-      if (mode == "stop" || mode == "shrink") ::raise(SIGSTOP);
+      if (mode == "stop" || mode == "shrink" || mode == "timeout") ::raise(SIGSTOP);
+      if (mode == "hang") {
+        for (;;) ::pause();  // a hang in user code: only a signal (the job's end) gets it out
+      }
       if (mode == "kill") ::raise(SIGKILL);
       if (mode == "exit1") std::exit(1);
     }
@@ -182,6 +192,13 @@ int main(int argc, char** argv) {
     }
   }
   world->reset();
+  if (mode == "late") {
+    // A last stretch of work on rank 3 alone (longer than the 3 s heartbeat timeout): the others
+    // leave meanwhile and must wait for it without calling it failed.
+    if (rank == 3) std::this_thread::sleep_for(std::chrono::seconds(4));
+    std::printf("rank %d finished\n", rank);
+    return 0;
+  }
   MPI_Barrier((*session)->world());
   if (rank == 0) std::printf("all ranks done\n");
   return 0;

@@ -11,8 +11,13 @@
 // pending on a world, router or buffer registry that includes it fail at once, naming it; and
 // world::shrink() builds a new world of the living ranks to go on with.
 //
-// A rank that finishes says goodbye first, so the others stop expecting it. A rank that exits
-// without finishing (exit(1) before the session ends) tells the others from an atexit handler.
+// A rank that finishes says goodbye first, so the others stop expecting it, and keeps watching
+// until every other rank has said goodbye or failed (leave()): the session calls MPI_Finalize only
+// then, so a rank that stops while the others are leaving is named and ends the job instead of
+// holding them in MPI_Finalize. After a fatal failure of this rank's collectives (a timeout, an
+// abort: note_fatal_failure()) that wait is bounded by the heartbeat timeout, so a rank that is
+// stuck but still beating is named too ("did not finish within ..."). A rank that exits without
+// finishing (exit(1) before the session ends) tells the others from an atexit handler.
 // Started by mpi_session when it initializes MPI itself (ATOMR_HEARTBEAT_MS > 0); tunables:
 // ATOMR_HEARTBEAT_MS (period), ATOMR_HEARTBEAT_TIMEOUT_MS, ATOMR_ON_FAILURE.
 #pragma once
@@ -21,6 +26,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -44,6 +50,11 @@ enum class on_failure { abort, keep_going };
 std::uint64_t add_failure_listener(std::function<void(int, const std::string&)> f);
 void remove_failure_listener(std::uint64_t id);
 
+// Something fatal happened to this rank's part of the job (a collective timed out, a world was
+// aborted): remembered (the first text) so that leave() waits for the other ranks only a bounded
+// time. Any thread; cheap.
+void note_fatal_failure(const std::string& text);
+
 // The ranks of MPI_COMM_WORLD that this process's liveness has declared failed so far, in the
 // order it heard of them (empty without liveness, or before any failure).
 std::vector<int> failed_world_ranks();
@@ -63,7 +74,14 @@ class liveness {
   // their watchers point to point, so the cost does not grow with the rank count). Starts the
   // heartbeat thread.
   static result<std::unique_ptr<liveness>> start(MPI_Comm world, const node_identity& me, liveness_options options);
-  // Says goodbye (the others stop watching this rank) and stops the thread.
+  // Says goodbye (the others stop watching this rank) and waits, still watching, until every
+  // other rank has said goodbye or failed. Under ATOMR_ON_FAILURE=abort a rank found failed
+  // meanwhile ends the job; after note_fatal_failure() the wait is bounded by the heartbeat
+  // timeout (twice that on ranks that do not watch a stuck rank: its watcher knows its pid), and
+  // then this rank ends the job naming the ranks that did not finish. Called once,
+  // by the session before MPI_Finalize.
+  void leave();
+  // Says goodbye if leave() did not, and stops the thread.
   ~liveness();
   liveness(const liveness&) = delete;
   liveness& operator=(const liveness&) = delete;
@@ -82,7 +100,10 @@ class liveness {
   // Waits (bounded) until MPI has sent what was sent; false if it has not by then.
   bool flush(std::chrono::milliseconds limit);
   void handle_failure(int culprit, const std::string& text);
-  int neighbour(int step) const;  // the next (+1) or previous (-1) rank still watched
+  // While leaving: tells leave() once every other rank has left or failed, or ends the job when
+  // the bound set after a fatal failure has passed.
+  void watch_the_leaving();
+  int neighbour(int step) const;  // the next (+1) or previous (-1) rank not failed
   friend void liveness_at_exit();
 
   MPI_Comm comm_;
@@ -94,13 +115,22 @@ class liveness {
   std::unordered_map<int, std::string> names_;  // of the ranks that introduced themselves
   int successor_ = -1;                          // the rank last introduced to
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
-  std::vector<char> gone_;  // finished or failed: not watched, not sent to
+  std::vector<char> gone_;  // failed: out of the ring (not watched, not sent to)
+  // Said goodbye: still in the ring (it beats and watches until every rank has left, so the
+  // ranks behind it stay watched), but its own silence is no failure.
+  std::vector<char> left_;
   mutable std::mutex failed_mutex_;
   std::vector<std::pair<int, std::string>> failed_;
   std::vector<std::unique_ptr<std::string>> outgoing_;  // kept until MPI is done with them
   std::vector<MPI_Request> sends_;
   std::mutex send_mutex_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> leaving_{false};  // goodbye sent
+  std::mutex left_mutex_;
+  std::condition_variable left_cv_;
+  bool everyone_left_ = false;  // every other rank said goodbye or failed (under left_mutex_)
+  std::optional<std::chrono::steady_clock::time_point> leave_by_;  // after a fatal failure
+  std::string leave_cause_;                                        // that failure
   std::thread thread_;
 };
 

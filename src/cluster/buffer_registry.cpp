@@ -797,13 +797,14 @@ result<std::unique_ptr<buffer_registry>> buffer_registry::start(MPI_Comm world, 
     }
   }
   // Transfers with a rank that liveness declares failed end at once, naming it; its pins go.
-  state->listener = add_failure_listener([weak = std::weak_ptr(state)](int peer, const std::string& text) {
-    if (auto s = weak.lock()) {
-      s->mover->fail_peer(peer, error(errc::unavailable, text));
-      s->unpin_consumer(peer);
-      s->forget_kept(peer, std::nullopt);
-    }
-  });
+  ATOMR_ASSIGN_OR_RETURN(state->listener, add_failure_listener(state->comm, [weak = std::weak_ptr(state)](
+                                                                                int peer, const std::string& text) {
+                           if (auto s = weak.lock()) {
+                             s->mover->fail_peer(peer, error(errc::unavailable, text));
+                             s->unpin_consumer(peer);
+                             s->forget_kept(peer, std::nullopt);
+                           }
+                         }));
   auto server = r.core()->system().spawn<detail::fetch_server>(local::spawn_options{.name = "atomr.buffers"},
                                                                std::weak_ptr<detail::registry_state>(state));
   if (!server) return server.error_value().with_context("starting the buffer registry");

@@ -33,8 +33,9 @@ struct fatal_note {
   std::optional<std::string> text;
 };
 fatal_note& fatal() {
-  static fatal_note f;
-  return f;
+  // Never destroyed: the atexit handler reads it after static destructors registered later ran.
+  static auto* f = new fatal_note;
+  return *f;
 }
 std::optional<std::string> fatal_failure_text() {
   auto& f = fatal();
@@ -55,7 +56,8 @@ void liveness_at_exit() {
   if (l == nullptr || l->stopping_) return;
   // Exiting without the session's end: tell the others, so they name this rank (the launcher
   // may kill them soon after, so this is best effort, bounded).
-  l->send_all(k_notice_tag, l->rank_, l->name_ + " exited", -1);
+  const auto cause = fatal_failure_text();
+  l->send_all(k_notice_tag, l->rank_, l->name_ + " exited" + (cause ? " after: " + *cause : std::string()), -1);
   l->flush(std::chrono::milliseconds(300));
 }
 
@@ -229,6 +231,14 @@ std::uint64_t add_failure_listener(std::function<void(int, const std::string&)> 
   std::lock_guard lock(l.mutex);
   l.by_id.emplace(l.next, std::move(f));
   return l.next++;
+}
+
+result<std::uint64_t> add_failure_listener(MPI_Comm comm, std::function<void(int, const std::string&)> f) {
+  ATOMR_ASSIGN_OR_RETURN(auto ranks, world_ranks_of(comm));
+  return add_failure_listener([ranks = std::move(ranks), f = std::move(f)](int world_rank, const std::string& text) {
+    const auto it = std::find(ranks.begin(), ranks.end(), world_rank);
+    if (it != ranks.end()) f(static_cast<int>(it - ranks.begin()), text);
+  });
 }
 
 void remove_failure_listener(std::uint64_t id) {

@@ -223,10 +223,14 @@ class router_core_impl final : public detail::router_core {
     return ok();
   }
 
-  void listen_for_failures() {
-    listener_ = add_failure_listener([weak = weak_from_this()](int peer, const std::string& text) {
-      if (auto core = std::static_pointer_cast<router_core_impl>(weak.lock())) core->peer_failed(peer, text);
-    });
+  result<void> listen_for_failures() {
+    ATOMR_ASSIGN_OR_RETURN(listener_,
+                           add_failure_listener(comm_, [weak = weak_from_this()](int peer, const std::string& text) {
+                             if (auto core = std::static_pointer_cast<router_core_impl>(weak.lock())) {
+                               core->peer_failed(peer, text);
+                             }
+                           }));
+    return ok();
   }
 
   result<void> stop() {
@@ -1168,7 +1172,7 @@ result<std::unique_ptr<router>> router::start(MPI_Comm world, local::actor_syste
   }
   auto core = std::make_shared<router_core_impl>(comm, rank, size, system, options);
   ATOMR_TRY(core->start_transport());
-  core->listen_for_failures();
+  ATOMR_TRY(core->listen_for_failures());
   log::get("router")->debug("router up: {} ranks, packets of {} bytes", size, options.packet_bytes);
   return std::unique_ptr<router>(new router(std::move(core)));
 }

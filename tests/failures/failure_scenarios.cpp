@@ -2,7 +2,7 @@
 // rank runs all_reduces on the host backend; after 20 of them rank 1 stops itself (SIGSTOP, a hung
 // node), kills itself (SIGKILL), or exits with code 1. The others keep reducing, so they wait on
 // it: liveness must name it and end the job.
-//   failure_scenarios stop|kill|exit1|timeout|hang|none|late|continue|router|fetch|shrink
+//   failure_scenarios stop|kill|exit1|exit1_cause|timeout|hang|none|late|continue|router|router_reversed|fetch|shrink
 // none: nobody misbehaves (no false alarm; prints "all ranks done"). late: nobody misbehaves, but
 // rank 3 works on for longer than the heartbeat timeout after the others have ended (no false
 // alarm while they wait for it). continue: rank 1 stops, and
@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "atomr/cluster/buffer_registry.hpp"
+#include "atomr/cluster/liveness.hpp"
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/cluster/router.hpp"
 #include "atomr/cluster/world.hpp"
@@ -115,19 +116,25 @@ int main(int argc, char** argv) {
     auto into = fetch_dev->allocate<float>(1 << 20).get().value();
     fetching = registry->fetch(all[1], into);
   }
-  if (mode == "router") {
-    router = std::move(atomr::cluster::router::start((*session)->world(), early).value());
+  if (mode == "router" || mode == "router_reversed") {
+    // router_reversed: the router runs on a communicator whose ranks are the world's in reverse
+    // (liveness names world rank 1, the router must fail its own rank size - 2).
+    MPI_Comm comm = (*session)->world();
+    const int size = static_cast<int>(pids.size());
+    if (mode == "router_reversed") MPI_Comm_split((*session)->world(), 0, size - 1 - rank, &comm);
+    const int keeper_rank = mode == "router_reversed" ? size - 2 : 1;
+    router = std::move(atomr::cluster::router::start(comm, early).value());
     if (rank == 1) {
       auto keeper = early.spawn<reply_keeper>(al::spawn_options{.name = "keeper"}).value();
       (void)router->publish("keeper", keeper);
     }
     MPI_Barrier((*session)->world());
     if (rank != 1) {
-      waiting = router->lookup<keep_reply>(1, "keeper")
+      waiting = router->lookup<keep_reply>(keeper_rank, "keeper")
                     .ask<int>([](al::reply_to<int> r) { return keep_reply{std::move(r)}; }, std::chrono::seconds(60));
     }
   }
-  if (mode == "continue" || mode == "router" || mode == "fetch") {
+  if (mode == "continue" || mode == "router" || mode == "router_reversed" || mode == "fetch") {
     if (rank == 1) ::raise(SIGSTOP);
     if (fetching) {
       auto got = fetching->get();
@@ -184,6 +191,10 @@ int main(int argc, char** argv) {
       }
       if (mode == "kill") ::raise(SIGKILL);
       if (mode == "exit1") std::exit(1);
+      if (mode == "exit1_cause") {
+        atomr::cluster::note_fatal_failure("unavailable: the scenario's own cause (device 0 lost)");
+        std::exit(1);
+      }
     }
     if (auto r = (*world)->all_reduce(buf).get(); !r) {
       std::fprintf(stderr, "rank %d: all_reduce %d: %s\n", rank, i, r.error_value().describe().c_str());

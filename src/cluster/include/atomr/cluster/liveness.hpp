@@ -48,6 +48,10 @@ enum class on_failure { abort, keep_going };
 // declared failed (before the job is ended, under ATOMR_ON_FAILURE=abort). The router and the
 // buffer registry listen, so nothing waits on a dead rank until its deadline. f must not block.
 std::uint64_t add_failure_listener(std::function<void(int, const std::string&)> f);
+// The same for a communicator of the caller's: f(rank in comm, text), only for ranks of comm
+// (liveness names ranks of MPI_COMM_WORLD; a router or registry on a sub-communicator must not
+// fail the peer that merely has the same number).
+result<std::uint64_t> add_failure_listener(MPI_Comm comm, std::function<void(int, const std::string&)> f);
 void remove_failure_listener(std::uint64_t id);
 
 // Something fatal happened to this rank's part of the job (a collective timed out, a world was

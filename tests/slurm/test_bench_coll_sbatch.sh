@@ -61,11 +61,15 @@ fi
 out=$work/job-$(cat "$work/job2.id").out
 grep -q "bench-coll: FAILED: no_such_op" "$out" || fail "the failed job did not name the failed collective"
 
-# 3. A killed rank under srun, launched as atomr-launch launches it (--kill-on-bad-exit=1): the
-#    job ends within the heartbeat timeout (3 s) + 10 s, non-zero, and Slurm names the task.
-ATOMR_HEARTBEAT_MS=200 ATOMR_HEARTBEAT_TIMEOUT_MS=3000 "$src/tests/failures/expect_job_ends.sh" 13 \
-  -m "task 1|rank 1" -- srun -N 1 -n 2 --mpi=pmix --kill-on-bad-exit=1 -t 5 "$scenarios" kill \
-  >"$work/srun-killed.log" 2>&1 || { cat "$work/srun-killed.log" >&2; fail "a killed rank under srun did not end the job fast"; }
+# 3. A killed and a stopped rank of 4 under srun, started by atomr-launch (--kill-on-bad-exit=1):
+#    each job ends within the heartbeat timeout (3 s) + 10 s, non-zero; Slurm names the killed
+#    task, liveness the stopped rank.
+for case in "kill|srun: error: [^ ]+: task 1: Killed" "stop|rank 1 \(node [^,]+, pid [0-9]+\) has not answered"; do
+  ATOMR_HEARTBEAT_MS=200 ATOMR_HEARTBEAT_TIMEOUT_MS=3000 "$src/tests/failures/expect_job_ends.sh" 13 \
+    -m "${case#*|}" -- "$src/launch/atomr-launch" --launcher srun -n 4 --oversubscribe "$scenarios" "${case%%|*}" \
+    >"$work/srun-${case%%|*}.log" 2>&1 ||
+    { cat "$work/srun-${case%%|*}.log" >&2; fail "a ${case%%|*} rank under srun did not end the job fast, named"; }
+done
 
 # 4. MPI test programs launched by srun itself.
 for prog in "$@"; do

@@ -1,6 +1,9 @@
 // The host backend: collectives over host-kind buffers with nonblocking MPI collectives, polled
-// by the progress thread. MPI has no f16/bf16 and no average: 16-bit floats reduce through user
-// ops that compute in float, and avg is a sum divided by the rank count when the data lands.
+// by the progress thread; small all_reduces (and packs of them) by point-to-point recursive
+// doubling instead (host_allreduce.hpp, up to ATOMR_HOST_RD_BYTES). MPI has no f16/bf16 and no
+// average: 16-bit floats reduce through user ops that compute in float, and avg is a sum divided
+// by the rank count when the data lands.
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <memory>
@@ -9,8 +12,10 @@
 #include <vector>
 
 #include "atomr/cluster/mpi_check.hpp"
+#include "atomr/common/tunables.hpp"
 #include "atomr/local/device/half.hpp"
 #include "comm_backend.hpp"
+#include "host_allreduce.hpp"
 
 namespace atomr::cluster::detail {
 namespace {
@@ -119,7 +124,8 @@ void divide_elements(dtype t, void* p, std::size_t n, int by) {
 
 struct host_state {
   std::vector<MPI_Request> requests;
-  std::function<void()> finish;  // runs once, when the requests are done
+  std::shared_ptr<host_allreduce> reduction;  // instead of requests, for a small all_reduce
+  std::function<void()> finish;               // runs once, when the requests are done
   bool finished = false;
 };
 
@@ -160,7 +166,9 @@ class pack_pool : public std::enable_shared_from_this<pack_pool> {
 
 class mpi_backend final : public comm_backend {
  public:
-  mpi_backend(MPI_Comm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+  // rd_bytes: all_reduces up to this size go by host_allreduce (0: never).
+  mpi_backend(MPI_Comm comm, int rank, int size, std::size_t rd_bytes)
+      : comm_(comm), rank_(rank), size_(size), rd_bytes_(rd_bytes) {}
   ~mpi_backend() override {
     if (!aborted_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
@@ -191,8 +199,13 @@ class mpi_backend final : public comm_backend {
     switch (r.spec.kind) {
       case coll_kind::all_reduce: {
         ATOMR_ASSIGN_OR_RETURN(MPI_Op op, mpi_op(r.spec.type, p.op));
-        ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Iallreduce(in_place ? MPI_IN_PLACE : send, recv, n, t, op, comm_, &q)));
         if (p.op == reduce_op::avg) st->finish = [=, this] { divide_elements(type, recv, count, size_); };
+        if (use_reduction(bytes)) {
+          if (!in_place) std::memcpy(recv, send, bytes);
+          ATOMR_ASSIGN_OR_RETURN(st->reduction, start_reduction(recv, n, t, op, r.seq, bytes));
+          return ok();
+        }
+        ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Iallreduce(in_place ? MPI_IN_PLACE : send, recv, n, t, op, comm_, &q)));
         break;
       }
       case coll_kind::broadcast:
@@ -263,10 +276,15 @@ class mpi_backend final : public comm_backend {
     }
     auto st = std::make_shared<host_state>();
     ATOMR_ASSIGN_OR_RETURN(MPI_Op mop, mpi_op(type, op));
-    MPI_Request q = MPI_REQUEST_NULL;
-    ATOMR_TRY(ATOMR_MPI_CHECK(
-        MPI_Iallreduce(MPI_IN_PLACE, pack.get(), static_cast<int>(total), mpi_type(type), mop, comm_, &q)));
-    st->requests.push_back(q);
+    if (use_reduction(total * elem)) {
+      ATOMR_ASSIGN_OR_RETURN(st->reduction, start_reduction(pack.get(), static_cast<int>(total), mpi_type(type), mop,
+                                                            batch.front()->seq, total * elem));
+    } else {
+      MPI_Request q = MPI_REQUEST_NULL;
+      ATOMR_TRY(ATOMR_MPI_CHECK(
+          MPI_Iallreduce(MPI_IN_PLACE, pack.get(), static_cast<int>(total), mpi_type(type), mop, comm_, &q)));
+      st->requests.push_back(q);
+    }
     std::vector<std::size_t> sizes;
     for (const auto* r : batch) sizes.push_back(r->bytes());
     st->finish = [=, this] {
@@ -286,8 +304,13 @@ class mpi_backend final : public comm_backend {
     auto* st = static_cast<host_state*>(r.state.get());
     if (st->finished) return true;
     int done = 0;
-    ATOMR_TRY(ATOMR_MPI_CHECK(
-        MPI_Testall(static_cast<int>(st->requests.size()), st->requests.data(), &done, MPI_STATUSES_IGNORE)));
+    if (st->reduction) {
+      ATOMR_TRY(progress_reductions());
+      done = st->reduction->done() ? 1 : 0;
+    } else {
+      ATOMR_TRY(ATOMR_MPI_CHECK(
+          MPI_Testall(static_cast<int>(st->requests.size()), st->requests.data(), &done, MPI_STATUSES_IGNORE)));
+    }
     if (!done) return false;
     if (st->finish) st->finish();
     st->finished = true;
@@ -297,7 +320,10 @@ class mpi_backend final : public comm_backend {
   std::optional<error> async_error() override { return std::nullopt; }
 
   // MPI cannot cancel a collective: the requests stay open and the communicator is left alone.
-  void abort() override { aborted_ = true; }
+  void abort() override {
+    aborted_ = true;
+    reductions_.clear();
+  }
 
   result<std::unique_ptr<comm_backend>> split(int color, int key, clock::time_point deadline) override {
     // Every rank arrives first (bounded), so the blocking split below cannot hang.
@@ -309,13 +335,63 @@ class mpi_backend final : public comm_backend {
     int size = 0;
     ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(sub, &rank)));
     ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(sub, &size)));
-    return std::unique_ptr<comm_backend>(new mpi_backend(sub, rank, size));
+    return std::unique_ptr<comm_backend>(new mpi_backend(sub, rank, size, rd_bytes_));
   }
 
  private:
+  // (The choice must be the same on every rank: it depends on the size only.)
+  bool use_reduction(std::size_t bytes) const { return bytes <= rd_bytes_; }
+
+  result<std::shared_ptr<host_allreduce>> start_reduction(void* data, int count, MPI_Datatype type, MPI_Op op,
+                                                          std::uint64_t seq, std::size_t bytes) {
+    auto reduction = std::make_shared<host_allreduce>(comm_, rank_, size_, data, count, type, op, rd_tag(seq), bytes);
+    ATOMR_ASSIGN_OR_RETURN(const bool done, reduction->progress());
+    if (!done) reductions_.push_back(reduction);
+    return reduction;
+  }
+
+  // Every reduction in flight advances, in the order issued: the engine tests the oldest request
+  // only, and the later ones' rounds must not wait for it.
+  // One MPI_Testsome over all of their messages: a test per reduction would run MPI's progress
+  // engine once for each, every turn, which in bursts cost more than the reductions saved.
+  result<void> progress_reductions() {
+    pending_.clear();
+    for (auto& r : reductions_) {
+      const auto q = r->requests();
+      pending_.insert(pending_.end(), q.begin(), q.end());
+    }
+    if (!pending_.empty()) {
+      int completed = 0;
+      indices_.resize(pending_.size());
+      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Testsome(static_cast<int>(pending_.size()), pending_.data(), &completed,
+                                             indices_.data(), MPI_STATUSES_IGNORE)));
+      if (completed == 0 || completed == MPI_UNDEFINED) return ok();
+      std::size_t at = 0;
+      for (auto& r : reductions_) {
+        auto q = r->requests();
+        std::copy_n(pending_.begin() + static_cast<std::ptrdiff_t>(at), q.size(), q.begin());
+        at += q.size();
+      }
+    }
+    for (auto& r : reductions_) ATOMR_TRY(r->advance());
+    std::erase_if(reductions_, [](const std::shared_ptr<host_allreduce>& r) { return r->done(); });
+    return ok();
+  }
+
+  // A reduction's tags come from its sequence number, the same on every rank; the span of them
+  // wraps long after the reductions that could share a tag have finished. Below k_p2p_tag.
+  static int rd_tag(std::uint64_t seq) {
+    constexpr std::uint64_t k_spans = 32768;
+    return host_allreduce::k_tag_span * static_cast<int>(1 + seq % k_spans);
+  }
+
   MPI_Comm comm_;
   int rank_;
   int size_;
+  std::size_t rd_bytes_;
+  std::vector<std::shared_ptr<host_allreduce>> reductions_;  // in flight, oldest first
+  std::vector<MPI_Request> pending_;                         // their messages, for one MPI_Testsome
+  std::vector<int> indices_;
   bool aborted_ = false;
   std::shared_ptr<pack_pool> packs_ = std::make_shared<pack_pool>();
 };
@@ -332,7 +408,15 @@ result<std::unique_ptr<comm_backend>> make_host_backend(MPI_Comm comm, clock::ti
   int size = 0;
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(data, &rank)));
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(data, &size)));
-  return std::unique_ptr<comm_backend>(new mpi_backend(data, rank, size));
+  ATOMR_ASSIGN_OR_RETURN(const auto rd, tunable_int(tunables::host_rd_bytes));
+  if (rd < 0) return error(errc::invalid_argument, "ATOMR_HOST_RD_BYTES must not be negative");
+  // The reductions' tags need MPI_TAG_UB of at least ~2.1 M (Open MPI and MPICH give 2^31 - 1 or
+  // more; the standard only promises 32767): below that, MPI_Iallreduce does them all.
+  int* tag_ub = nullptr;
+  int found = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_get_attr(data, MPI_TAG_UB, &tag_ub, &found)));
+  const bool tags_fit = found && tag_ub != nullptr && *tag_ub >= host_allreduce::k_tag_span * (32768 + 2);
+  return std::unique_ptr<comm_backend>(new mpi_backend(data, rank, size, tags_fit ? static_cast<std::size_t>(rd) : 0));
 }
 
 }  // namespace atomr::cluster::detail

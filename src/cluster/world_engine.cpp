@@ -880,6 +880,10 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
   {
     std::lock_guard lock(mutex_);
     failure_ = cause;
+    // An outside failure not yet taken (a liveness notice that came with a peer's) is this one now:
+    // left set, it would keep the progress thread from ever stopping.
+    outside_failure_.reset();
+    outside_flag_.store(false, std::memory_order_release);
     // Anything submitted meanwhile fails too.
     while (!inbox_.empty()) {
       queue_.push_back(std::move(inbox_.front()));

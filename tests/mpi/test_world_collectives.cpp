@@ -1,6 +1,8 @@
 // Every collective, several types and every reduction, on the host backend, with exact expected
 // values: rank r's element i is (r + 1) + i % 3 (or 1 + (r + i) % 2 for prod, to stay in range).
+#include <cstring>
 #include <numeric>
+#include <random>
 
 #include "world_fixture.hpp"
 
@@ -229,6 +231,36 @@ TEST_F(Collectives, BarrierAndOrderOfManyRequests) {
   for (int i = 0; i < 50; ++i) expected *= static_cast<std::uint64_t>(size_);
   EXPECT_EQ(read(b), std::vector<std::uint64_t>(8, expected));
   EXPECT_EQ(w->stats().requests, 51u);
+}
+
+// Sizes on both sides of ATOMR_HOST_RD_BYTES (64 KiB: point-to-point recursive doubling up to it,
+// MPI_Iallreduce above), seeded random floats whose sums round: the sums are right within float
+// rounding, and every rank holds the same bits.
+TEST_F(Collectives, AllReducesAroundThePointToPointLimitGiveEveryRankTheSameBits) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  auto values = [](int r, std::size_t n) {
+    std::mt19937 gen(static_cast<std::uint32_t>(1234 + r));
+    std::uniform_real_distribution<float> d(-1.f, 1.f);
+    std::vector<float> v(n);
+    for (auto& x : v) x = d(gen);
+    return v;
+  };
+  for (const std::size_t n : {1, 16383, 16384, 16385, 70000}) {
+    SCOPED_TRACE(std::to_string(n) + " floats");
+    auto b = buffer(values(rank_, n));
+    ASSERT_TRUE(w->all_reduce(b).get());
+    const auto got = read(b);
+    std::vector<double> expected(n, 0.0);
+    for (int r = 0; r < size_; ++r) {
+      const auto v = values(r, n);
+      for (std::size_t i = 0; i < n; ++i) expected[i] += v[i];
+    }
+    for (std::size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], expected[i], 1e-5 * size_) << "element " << i;
+    auto first = got;
+    ASSERT_EQ(MPI_Bcast(first.data(), static_cast<int>(n), MPI_FLOAT, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+    ASSERT_EQ(std::memcmp(first.data(), got.data(), n * sizeof(float)), 0) << "rank " << rank_ << " differs from 0";
+  }
 }
 
 TEST_F(Collectives, DeviceReadsWaitForACollectiveThatIsStillPending) {

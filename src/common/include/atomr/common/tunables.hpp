@@ -35,6 +35,10 @@ inline constexpr tunable coll_check{"coll_check", "ATOMR_COLL_CHECK", "0",
 inline constexpr tunable coll_pack_bytes{"coll_pack_bytes", "ATOMR_COLL_PACK_BYTES", "65536",
                                          "all_reduces up to this size may be packed together; 0: no packing"};
 
+inline constexpr tunable host_rd_bytes{
+    "host_rd_bytes", "ATOMR_HOST_RD_BYTES", "65536",
+    "host backend: all_reduces (and packs) up to this size go by point-to-point recursive doubling; 0: MPI_Iallreduce"};
+
 inline constexpr tunable nccl_blocking{
     "nccl_blocking", "ATOMR_NCCL_BLOCKING", "1",
     "1: blocking NCCL communicators (a blocked call is aborted at its deadline); 0: nonblocking (slow enqueue)"};
@@ -97,6 +101,7 @@ inline constexpr std::array k_all{&log,
                                   &router_cork,
                                   &cuda_ipc,
                                   &dedicated_look,
+                                  &host_rd_bytes,
                                   &nccl_scalable_ranks,
                                   &nccl_ranks_per_id};
 }  // namespace tunables

@@ -280,17 +280,16 @@ void liveness::handle_failure(int culprit, const std::string& text) {
 }
 
 void liveness::watch_the_leaving() {
-  std::string stuck;
-  bool watcher = false;  // of a rank that has not left: it knows that rank's name and pid
-  for (int r = 0; r < size_; ++r) {
+  auto staying = [this](int r) {
     const auto i = static_cast<std::size_t>(r);
-    if (r == rank_ || gone_[i] || left_[i]) continue;
-    stuck += (stuck.empty() ? "" : ", ") + describe(r);
-    watcher = watcher || r == neighbour(-1);
-  }
+    return r != rank_ && !gone_[i] && !left_[i];
+  };
+  int remaining = 0;
+  for (int r = 0; r < size_; ++r) remaining += staying(r) ? 1 : 0;
+  const bool watcher = staying(neighbour(-1));  // of a rank that has not left: it knows its name and pid
   std::unique_lock lock(left_mutex_);
   if (everyone_left_) return;
-  if (stuck.empty()) {
+  if (remaining == 0) {
     everyone_left_ = true;
     left_cv_.notify_all();
     return;
@@ -300,11 +299,15 @@ void liveness::watch_the_leaving() {
   if (!leave_by_ || clock::now() < *leave_by_ + (watcher ? clock::duration{} : clock::duration{options_.timeout})) {
     return;
   }
+  const std::string cause = leave_cause_;
+  lock.unlock();
+  std::string stuck;
+  for (int r = 0; r < size_; ++r) {
+    if (staying(r)) stuck += (stuck.empty() ? "" : ", ") + describe(r);
+  }
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(options_.timeout).count());
-  const std::string text =
-      stuck + " did not finish within " + secs + " s of " + name_ + " ending after: " + leave_cause_;
-  lock.unlock();
+  const std::string text = stuck + " did not finish within " + secs + " s of " + name_ + " ending after: " + cause;
   log::get("cluster")->critical("ending the job (ATOMR_ON_FAILURE=abort): {}", text);
   std::fflush(nullptr);
   MPI_Abort(MPI_COMM_WORLD, 71);

@@ -96,14 +96,23 @@ result<void> host_allreduce::start_step() {
   return ok();
 }
 
+// Both partners compute op(in = the lower rank's data, inout = the higher rank's): a commutative
+// op is not symmetric in every bit (min and max of NaN or of +0 and -0 keep the inout operand).
+result<void> host_allreduce::combine(int partner) {
+  if (partner < rank_) return ATOMR_MPI_CHECK(MPI_Reduce_local(incoming_.get(), data_, count_, type_, op_));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Reduce_local(data_, incoming_.get(), count_, type_, op_)));
+  std::memcpy(data_, incoming_.get(), bytes_);
+  return ok();
+}
+
 result<void> host_allreduce::finish_step() {
   switch (phase_) {
     case phase::fold_in:
-      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Reduce_local(incoming_.get(), data_, count_, type_, op_)));
+      ATOMR_TRY(combine(rank_ + p2_));
       phase_ = phase::round;
       return ok();
     case phase::round:
-      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Reduce_local(incoming_.get(), data_, count_, type_, op_)));
+      ATOMR_TRY(combine(rank_ ^ mask_));
       mask_ <<= 1;
       ++round_;
       if (mask_ >= p2_) phase_ = rank_ < extra_ ? phase::fold_out : phase::done;

@@ -15,10 +15,10 @@ namespace atomr::cluster::detail {
 // send and receive with a partner each; ranks beyond the largest power of two first hand their
 // data to a partner below it and get the result from it last. Open MPI's MPI_Iallreduce runs a
 // general schedule (libnbc) that costs several microseconds more than this at small sizes. Both
-// partners of a round combine the same two values with a commutative op, so every rank ends with
-// the same bits. progress() never blocks; the owner calls it for every reduction in flight (not
-// just the oldest) until it says done, so that later reductions' rounds are not held back.
-// Reductions in flight on one communicator need tags k_tag_span apart (tag .. tag + k_tag_span-1).
+// partners of a round combine the same two values in the same operand order (the lower rank's as
+// MPI's `in`), so every rank ends with the same bits, NaN and signed zeros included. progress() never blocks; the owner
+// calls it for every reduction in flight (not just the oldest) until it says done, so that later reductions' rounds are
+// not held back. Reductions in flight on one communicator need tags k_tag_span apart (tag .. tag + k_tag_span-1).
 class host_allreduce {
  public:
   static constexpr int k_tag_span = 64;
@@ -43,6 +43,7 @@ class host_allreduce {
   result<void> start_step();
   result<void> finish_step();
   result<void> exchange(int peer, int tag, bool send, bool receive);
+  result<void> combine(int partner);  // reduces the partner's data (in incoming_) into data_
 
   MPI_Comm comm_;
   int rank_;

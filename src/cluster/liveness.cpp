@@ -67,6 +67,12 @@ void note_fatal_failure(const std::string& text) {
   if (!f.text) f.text = text;
 }
 
+void clear_fatal_failure() {
+  auto& f = fatal();
+  std::lock_guard lock(f.mutex);
+  f.text.reset();
+}
+
 result<std::optional<liveness_options>> liveness_options::from_environment() {
   liveness_options o;
   ATOMR_ASSIGN_OR_RETURN(o.period, non_negative_ms(tunables::heartbeat));

@@ -202,7 +202,7 @@ class mpi_backend final : public comm_backend {
         if (p.op == reduce_op::avg) st->finish = [=, this] { divide_elements(type, recv, count, size_); };
         if (use_reduction(bytes)) {
           if (!in_place) std::memcpy(recv, send, bytes);
-          ATOMR_ASSIGN_OR_RETURN(st->reduction, start_reduction(recv, n, t, op, r.seq, bytes));
+          ATOMR_ASSIGN_OR_RETURN(st->reduction, start_reduction(recv, n, t, op, r.deadline, bytes));
           return ok();
         }
         ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Iallreduce(in_place ? MPI_IN_PLACE : send, recv, n, t, op, comm_, &q)));
@@ -278,7 +278,7 @@ class mpi_backend final : public comm_backend {
     ATOMR_ASSIGN_OR_RETURN(MPI_Op mop, mpi_op(type, op));
     if (use_reduction(total * elem)) {
       ATOMR_ASSIGN_OR_RETURN(st->reduction, start_reduction(pack.get(), static_cast<int>(total), mpi_type(type), mop,
-                                                            batch.front()->seq, total * elem));
+                                                            batch.front()->deadline, total * elem));
     } else {
       MPI_Request q = MPI_REQUEST_NULL;
       ATOMR_TRY(ATOMR_MPI_CHECK(
@@ -342,9 +342,20 @@ class mpi_backend final : public comm_backend {
   // (The choice must be the same on every rank: it depends on the size only.)
   bool use_reduction(std::size_t bytes) const { return bytes <= rd_bytes_; }
 
+  // Reductions in flight are capped (k_most_in_flight): their tags must not wrap onto one still
+  // in flight, and each turn tests all of them. Waiting here is a local choice (it changes no
+  // algorithm), bounded by the request's deadline.
   result<std::shared_ptr<host_allreduce>> start_reduction(void* data, int count, MPI_Datatype type, MPI_Op op,
-                                                          std::uint64_t seq, std::size_t bytes) {
-    auto reduction = std::make_shared<host_allreduce>(comm_, rank_, size_, data, count, type, op, rd_tag(seq), bytes);
+                                                          clock::time_point deadline, std::size_t bytes) {
+    while (reductions_.size() >= k_most_in_flight) {
+      ATOMR_TRY(progress_reductions());
+      if (clock::now() > deadline) {
+        return error(errc::timeout, "host all_reduce: " + std::to_string(reductions_.size()) +
+                                        " reductions in flight did not finish by the deadline");
+      }
+    }
+    auto reduction =
+        std::make_shared<host_allreduce>(comm_, rank_, size_, data, count, type, op, rd_tag(next_reduction_++), bytes);
     ATOMR_ASSIGN_OR_RETURN(const bool done, reduction->progress());
     if (!done) reductions_.push_back(reduction);
     return reduction;
@@ -378,17 +389,18 @@ class mpi_backend final : public comm_backend {
     return ok();
   }
 
-  // A reduction's tags come from its sequence number, the same on every rank; the span of them
-  // wraps long after the reductions that could share a tag have finished. Below k_p2p_tag.
-  static int rd_tag(std::uint64_t seq) {
-    constexpr std::uint64_t k_spans = 32768;
-    return host_allreduce::k_tag_span * static_cast<int>(1 + seq % k_spans);
-  }
+  // A reduction's tags come from its number among this backend's reductions, the same on every
+  // rank (all ranks issue the same collectives in the same order, and pick this path by size
+  // alone); the span of them wraps far beyond the cap on those in flight. Below k_p2p_tag.
+  static constexpr std::uint64_t k_tag_spans = 32768;
+  static constexpr std::size_t k_most_in_flight = 1024;
+  static int rd_tag(std::uint64_t n) { return host_allreduce::k_tag_span * static_cast<int>(1 + n % k_tag_spans); }
 
   MPI_Comm comm_;
   int rank_;
   int size_;
   std::size_t rd_bytes_;
+  std::uint64_t next_reduction_ = 0;
   std::vector<std::shared_ptr<host_allreduce>> reductions_;  // in flight, oldest first
   std::vector<MPI_Request> pending_;                         // their messages, for one MPI_Testsome
   std::vector<int> indices_;
@@ -415,7 +427,8 @@ result<std::unique_ptr<comm_backend>> make_host_backend(MPI_Comm comm, clock::ti
   int* tag_ub = nullptr;
   int found = 0;
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_get_attr(data, MPI_TAG_UB, &tag_ub, &found)));
-  const bool tags_fit = found && tag_ub != nullptr && *tag_ub >= host_allreduce::k_tag_span * (32768 + 2);
+  const bool tags_fit =
+      found && tag_ub != nullptr && *tag_ub >= host_allreduce::k_tag_span * (32768 + 2);  // k_tag_spans
   return std::unique_ptr<comm_backend>(new mpi_backend(data, rank, size, tags_fit ? static_cast<std::size_t>(rd) : 0));
 }
 

@@ -147,6 +147,7 @@ world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backen
                                                  "); every rank must create the world again"));
     }));
   }
+  clear_fatal_failure();  // the program goes on with a new world: an earlier world's failure is behind it
   if (auto ranks = world_ranks_of(control_)) world_ranks_ = std::move(ranks).value();
   failure_listener_ = add_failure_listener([this](int rank, const std::string& text) {
     if (std::find(world_ranks_.begin(), world_ranks_.end(), rank) == world_ranks_.end()) return;

@@ -1,6 +1,7 @@
 // Every collective, several types and every reduction, on the host backend, with exact expected
 // values: rank r's element i is (r + 1) + i % 3 (or 1 + (r + i) % 2 for prod, to stay in range).
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -260,6 +261,25 @@ TEST_F(Collectives, AllReducesAroundThePointToPointLimitGiveEveryRankTheSameBits
     auto first = got;
     ASSERT_EQ(MPI_Bcast(first.data(), static_cast<int>(n), MPI_FLOAT, 0, MPI_COMM_WORLD), MPI_SUCCESS);
     ASSERT_EQ(std::memcmp(first.data(), got.data(), n * sizeof(float)), 0) << "rank " << rank_ << " differs from 0";
+  }
+}
+
+// min and max are commutative but not symmetric in every bit (NaN against a number, +0 against
+// -0 keep one operand): every rank must still hold the same bits.
+TEST_F(Collectives, MinAndMaxOfNaNAndSignedZerosGiveEveryRankTheSameBits) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto op : {reduce_op::min, reduce_op::max}) {
+    SCOPED_TRACE(std::string(cluster::to_string(op)));
+    // Element 0: NaN on rank 0, 1 elsewhere; element 1: +0 on even ranks, -0 on odd ones.
+    auto b = buffer(std::vector<float>{rank_ == 0 ? nan : 1.f, rank_ % 2 == 0 ? 0.f : -0.f});
+    ASSERT_TRUE(w->all_reduce(b, op).get());
+    const auto got = read(b);
+    auto first = got;
+    ASSERT_EQ(MPI_Bcast(first.data(), 2, MPI_FLOAT, 0, MPI_COMM_WORLD), MPI_SUCCESS);
+    EXPECT_EQ(std::memcmp(first.data(), got.data(), 2 * sizeof(float)), 0) << "rank " << rank_ << " differs from 0";
+    EXPECT_EQ(got[1], 0.f);
   }
 }
 

@@ -58,6 +58,8 @@ void remove_failure_listener(std::uint64_t id);
 // aborted): remembered (the first text) so that leave() waits for the other ranks only a bounded
 // time. Any thread; cheap.
 void note_fatal_failure(const std::string& text);
+// A new world was created after it (the program recovered: a rebuilt device, a retry): forgets it.
+void clear_fatal_failure();
 
 // The ranks of MPI_COMM_WORLD that this process's liveness has declared failed so far, in the
 // order it heard of them (empty without liveness, or before any failure).

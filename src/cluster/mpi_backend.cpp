@@ -166,6 +166,9 @@ class pack_pool : public std::enable_shared_from_this<pack_pool> {
 
 class mpi_backend final : public comm_backend {
  public:
+  // Tag spans of the point-to-point reductions (rd_tag); the communicator's MPI_TAG_UB must hold them.
+  static constexpr int k_tag_spans = 32768;
+
   // rd_bytes: all_reduces up to this size go by host_allreduce (0: never).
   mpi_backend(MPI_Comm comm, int rank, int size, std::size_t rd_bytes)
       : comm_(comm), rank_(rank), size_(size), rd_bytes_(rd_bytes) {}
@@ -392,7 +395,6 @@ class mpi_backend final : public comm_backend {
   // A reduction's tags come from its number among this backend's reductions, the same on every
   // rank (all ranks issue the same collectives in the same order, and pick this path by size
   // alone); the span of them wraps far beyond the cap on those in flight. Below k_p2p_tag.
-  static constexpr std::uint64_t k_tag_spans = 32768;
   static constexpr std::size_t k_most_in_flight = 1024;
   static int rd_tag(std::uint64_t n) { return host_allreduce::k_tag_span * static_cast<int>(1 + n % k_tag_spans); }
 
@@ -428,7 +430,7 @@ result<std::unique_ptr<comm_backend>> make_host_backend(MPI_Comm comm, clock::ti
   int found = 0;
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_get_attr(data, MPI_TAG_UB, &tag_ub, &found)));
   const bool tags_fit =
-      found && tag_ub != nullptr && *tag_ub >= host_allreduce::k_tag_span * (32768 + 2);  // k_tag_spans
+      found && tag_ub != nullptr && *tag_ub >= host_allreduce::k_tag_span * (mpi_backend::k_tag_spans + 2);
   return std::unique_ptr<comm_backend>(new mpi_backend(data, rank, size, tags_fit ? static_cast<std::size_t>(rd) : 0));
 }
 

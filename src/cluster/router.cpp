@@ -25,6 +25,7 @@
 #include "atomr/common/spin.hpp"
 #include "atomr/common/tunables.hpp"
 #include "router_stream.hpp"
+#include "wait_assist.hpp"
 
 namespace atomr::cluster {
 
@@ -116,6 +117,20 @@ class router_core_impl final : public detail::router_core {
     }
     return enqueue(peer, std::move(envelope),
                    std::this_thread::get_id() != progress_id_.load(std::memory_order_relaxed));
+  }
+
+  std::shared_ptr<local::progress_hook> waiter_hook() override { return hook_; }
+
+  // A caller waiting for a reply takes in the packets that have come itself, when the progress
+  // thread is not doing so: the reply then reaches its future on its own thread, without the
+  // progress thread's turn and a hand-off between cores.
+  void assist() noexcept {
+    assisted_at_.store(now_ns(), std::memory_order_relaxed);
+    std::unique_lock receiving(recv_mutex_, std::try_to_lock);
+    if (!receiving.owns_lock() || !receiving_open_ || assist_error_) return;
+    bool active = false;
+    // An MPI error here is the progress thread's to act on (it fails the transport).
+    if (auto r = receive_packets(active); !r) assist_error_ = std::move(r).error_value();
   }
 
   std::uint64_t expect_reply(int peer, std::string target, detail::reply_handler handler,
@@ -219,7 +234,14 @@ class router_core_impl final : public detail::router_core {
       recv_buffers_[i].resize(options_.packet_bytes);
       ATOMR_TRY(post_receive(i));
     }
-    thread_ = std::thread([this] { run(); });
+    if (detail::wait_assist_enabled())
+      hook_ = std::make_shared<receive_hook>(std::static_pointer_cast<router_core_impl>(shared_from_this()));
+    thread_ = std::thread([this] {
+      run();
+      // Callers stop taking in packets before stop() cancels the receives.
+      std::lock_guard receiving(recv_mutex_);
+      receiving_open_ = false;
+    });
     return ok();
   }
 
@@ -896,7 +918,22 @@ class router_core_impl final : public detail::router_core {
         }
       }
     }
-    // Receives, strictly in posting order.
+    // Receives, unless a caller waiting for a reply is taking them in itself (see assist).
+    if (const std::int64_t assisted = assisted_at_.load(std::memory_order_relaxed);
+        assisted == 0 || now_ns() - assisted >= k_assist_window_ns) {
+      std::unique_lock receiving(recv_mutex_, std::try_to_lock);
+      if (receiving.owns_lock()) {
+        if (assist_error_) return std::exchange(assist_error_, std::nullopt).value();
+        ATOMR_TRY(receive_packets(active));
+      }
+    }
+    return ok();
+  }
+
+  // Receives, strictly in posting order (under recv_mutex_: the progress thread, or a caller).
+  result<void> receive_packets(bool& active) {
+    // Whichever thread delivers, each actor's mailbox sees one producer: the order holds.
+    const local::producer_tokens::scope tokens(&delivery_tokens_);
     for (int looked = 0; looked < static_cast<int>(recv_requests_.size()); ++looked) {
       int flag = 0;
       MPI_Status status;
@@ -992,7 +1029,8 @@ class router_core_impl final : public detail::router_core {
     return heard_all_goodbyes();
   }
 
-  bool heard_all_goodbyes() const {
+  bool heard_all_goodbyes() {
+    std::lock_guard receiving(recv_mutex_);  // (packets_from_ is counted by whoever receives)
     for (int p = 0; p < size_; ++p) {
       const auto i = static_cast<std::size_t>(p);
       if (out_[i]->failed.load()) continue;
@@ -1106,6 +1144,27 @@ class router_core_impl final : public detail::router_core {
   std::vector<MPI_Request> goodbye_requests_;
   MPI_Request goodbye_recv_ = MPI_REQUEST_NULL;
   std::uint64_t goodbye_value_ = 0;
+  // What wait() on an ask's future calls (local::progress_hook): assist, while the router lives.
+  class receive_hook final : public local::progress_hook {
+   public:
+    explicit receive_hook(std::weak_ptr<router_core_impl> core) : core_(std::move(core)) {}
+    void progress() noexcept override {
+      if (auto core = core_.lock()) core->assist();
+    }
+
+   private:
+    std::weak_ptr<router_core_impl> core_;  // (a future may outlive the router)
+  };
+  std::shared_ptr<receive_hook> hook_;
+  // Held by whoever takes in packets (the progress thread or an assisting caller); guards the
+  // receive ring, the stream readers and everything delivery touches below.
+  std::mutex recv_mutex_;
+  bool receiving_open_ = true;              // under recv_mutex_: false once the progress thread ended
+  local::producer_tokens delivery_tokens_;  // under recv_mutex_: what deliveries enqueue with
+  std::optional<error> assist_error_;       // under recv_mutex_: an MPI error met by a caller
+  // When a caller last assisted (ns): the progress thread leaves receiving to it for a while.
+  alignas(64) std::atomic<std::int64_t> assisted_at_{0};
+  static constexpr std::int64_t k_assist_window_ns = 20'000;
   std::vector<std::shared_ptr<detail::inbound_target>> to_wake_;
   int deferred_ = 0;
   std::shared_ptr<detail::inbound_target> cache_;

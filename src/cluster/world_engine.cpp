@@ -8,6 +8,7 @@
 #include "atomr/common/log.hpp"
 #include "atomr/common/pointer_set.hpp"
 #include "atomr/common/spin.hpp"
+#include "wait_assist.hpp"
 
 namespace atomr::cluster {
 namespace {
@@ -35,7 +36,7 @@ static_assert(sizeof(signature) == 32);
 // starts a batch wherever any rank would. One exchange then serves many batches, and a stream
 // of requests that cannot pack (one buffer used again and again) costs one exchange per queue,
 // not one per request.
-constexpr std::size_t k_plan_most = 512;
+constexpr std::size_t k_plan_most = 1024;
 
 // Requests in flight from which a small all_reduce waits to be packed with later ones rather
 // than being issued alone (see start_issue).
@@ -45,14 +46,19 @@ constexpr std::size_t k_pack_window_depth = 2;
 // in_latency_window).
 constexpr std::uint64_t k_latency_window = 16;
 
+// How long after a caller's last assist the progress thread keeps off the issue lock (see
+// world_engine::assist). A caller waits like that for at most 200 us before it sleeps, so the
+// thread takes over again within this much of the caller's last look.
+constexpr auto k_assist_window = std::chrono::microseconds(20);
+
 struct offer {
   signature head;
   std::uint8_t cuts[k_plan_most / 8] = {};  // bit i: request i starts a new batch
 };
 
 // Merging offers is a reduction (the shortest offer, the longest, and every rank's cuts), so the
-// ranks agree with one all_reduce of 96 bytes, log P rounds, rather than an all-gather of every
-// rank's offer (96 bytes x P, every plan). Check mode still gathers: it names the rank that differs.
+// ranks agree with one all_reduce of 160 bytes, log P rounds, rather than an all-gather of every
+// rank's offer (160 bytes x P, every plan). Check mode still gathers: it names the rank that differs.
 void merge_offers(void* in, void* inout, int* len, MPI_Datatype*) {
   const auto* a = static_cast<const offer*>(in);
   auto* b = static_cast<offer*>(inout);
@@ -136,6 +142,34 @@ struct world_engine::exchange {
   MPI_Request request = MPI_REQUEST_NULL;
 };
 
+// Held by the futures of this world's requests; forwards to the engine while it lives.
+class world_engine::assist_hook final : public local::progress_hook {
+ public:
+  explicit assist_hook(world_engine* e) : engine_(e) {}
+  void progress() noexcept override {
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (lock.owns_lock() && engine_ != nullptr) engine_->assist();
+  }
+  // The engine is going: later calls do nothing (waits for a call under way).
+  void detach() {
+    std::lock_guard lock(mutex_);
+    engine_ = nullptr;
+  }
+
+ private:
+  std::mutex mutex_;
+  world_engine* engine_;
+};
+
+void world_engine::assist() {
+  assisted_at_.store(clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  std::unique_lock issuing(issue_mutex_, std::try_to_lock);
+  if (!issuing.owns_lock()) return;
+  take_inbox();
+  issue_ready();
+  complete_finished(true);
+}
+
 world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backend> backend,
                            std::vector<local::device> members, world_options options, std::uint64_t id)
     : control_(control), backend_(std::move(backend)), members_(std::move(members)), options_(options), id_(id) {
@@ -154,10 +188,12 @@ world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backen
     fail_from_outside(error(errc::unavailable, text + " (a rank of this world; world::shrink() makes a world of the "
                                                       "living ranks)"));
   });
+  if (detail::wait_assist_enabled()) assist_hook_ = std::make_shared<assist_hook>(this);
   thread_ = std::thread([this] { run(); });
 }
 
 world_engine::~world_engine() {
+  if (assist_hook_) assist_hook_->detach();    // futures that outlive the world stop calling in
   remove_failure_listener(failure_listener_);  // (waits for a listener call under way)
   {
     std::lock_guard lock(mutex_);
@@ -246,6 +282,7 @@ void world_engine::hand_over(Accept&& accept_all) {
 }
 
 future<void> world_engine::submit(std::unique_ptr<coll_request> r) {
+  if (assist_hook_) r->done.set_progress_hook(assist_hook_);
   auto out = r->done.get_future();
   hand_over([&] { accept(std::move(r), clock::now() + options_.op_timeout, 0); });
   return out;
@@ -258,6 +295,7 @@ std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<c
     const auto deadline = clock::now() + options_.op_timeout;
     const std::uint64_t together = rs.size() > 1 ? next_together_++ : 0;
     for (auto& r : rs) {
+      if (assist_hook_) r->done.set_progress_hook(assist_hook_);
       out.push_back(r->done.get_future());
       accept(std::move(r), deadline, together);
     }
@@ -272,6 +310,7 @@ world::stats_snapshot world_engine::stats() const {
   s.packed = stats_.packed.load(std::memory_order_acquire);
   s.grouped = stats_.grouped.load(std::memory_order_acquire);
   s.agreements = stats_.agreements.load(std::memory_order_acquire);
+  s.assisted = stats_.assisted.load(std::memory_order_acquire);
   return s;
 }
 
@@ -318,6 +357,19 @@ void world_engine::run() {
     const auto quiet = clock::now() - last_change;
     if (!busy && quiet < k_idle_spin && !flagged()) {
       relax();
+      continue;
+    }
+    // A caller is polling for its own request (assist): leave the issue lock and MPI to it, but
+    // keep the watchdog's turn (deadlines, failure notices) every 100 us.
+    if (const auto now = clock::now();
+        now - clock::time_point(clock::duration(assisted_at_.load(std::memory_order_relaxed))) < k_assist_window &&
+        now - last_health_ < std::chrono::microseconds(100) && !outside_flag_.load(std::memory_order_acquire)) {
+      // Where cores are scarce, a spinning bystander takes the caller's (or its peer's) core.
+      if (spin_relax::plenty()) {
+        relax();
+      } else {
+        std::this_thread::sleep_for(k_assist_window);
+      }
       continue;
     }
     // The lock is taken only to sleep or back off: while busy, new requests show in the flags.
@@ -749,7 +801,7 @@ void world_engine::publish_writes(coll_request& r, const std::vector<std::shared
   r.writes_published = true;
 }
 
-void world_engine::complete_finished() {
+void world_engine::complete_finished(bool by_caller) {
   if (failure_) return;
   // Finished requests are counted (one lock) before their futures resolve, so a caller that saw
   // its future also sees it in stats().
@@ -763,6 +815,7 @@ void world_engine::complete_finished() {
     }
     if (!*finished) break;
   }
+  if (n > 0 && by_caller) stats_.assisted.fetch_add(n, std::memory_order_release);
   if (n > 0) stats_.requests.fetch_add(n, std::memory_order_release);
   for (std::size_t i = 0; i < n; ++i) {
     auto& r = *in_flight_.front();

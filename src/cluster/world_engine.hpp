@@ -48,6 +48,14 @@ class world_engine {
   template <typename Accept>
   void hand_over(Accept&& accept_all);
   void run();
+  // A caller waiting on one of this world's futures polls for it here (local::progress_hook):
+  // it does the progress thread's issuing and completing itself when nobody else is.
+  void assist();
+  class assist_hook;
+  std::shared_ptr<assist_hook> assist_hook_;
+  // When a caller last assisted (steady clock ticks): the progress thread keeps out of its way
+  // for k_assist_window after that, so the two do not take turns with the issue lock and MPI.
+  alignas(64) std::atomic<detail::clock::rep> assisted_at_{0};
   void take_inbox();
   void issue_ready();
   bool start_issue();
@@ -56,7 +64,8 @@ class world_engine {
   void issue_planned();
   void finish_exchange();
   void issue_batch(std::size_t n);
-  void complete_finished();
+  // by_caller: an assisting caller, not the progress thread (counted in stats().assisted).
+  void complete_finished(bool by_caller = false);
   void check_health();
   void fail_world(error cause, const detail::coll_request* culprit, bool tell_peers = true);
   // Failure notices: a rank whose world fails tells the others at once (a point-to-point message
@@ -92,7 +101,7 @@ class world_engine {
   const std::uint64_t id_;
   // Counted with atomics: callers and the progress thread never wait on each other for them.
   struct counters {
-    std::atomic<std::uint64_t> requests{0}, issues{0}, packed{0}, grouped{0}, agreements{0};
+    std::atomic<std::uint64_t> requests{0}, issues{0}, packed{0}, grouped{0}, agreements{0}, assisted{0};
   } stats_;
   // Set (under mutex_) while inbox_ holds requests: the busy progress thread looks here instead
   // of taking the lock the callers submit under.

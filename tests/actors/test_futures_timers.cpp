@@ -72,6 +72,44 @@ TEST(Future, WaitForTimesOutWhenNotFulfilled) {
   EXPECT_TRUE(f.wait_for(0ms));
 }
 
+// A hook that fulfils the promise on its third call, on the waiting thread.
+class fulfil_on_third final : public progress_hook {
+ public:
+  explicit fulfil_on_third(promise<int>& p) : p_(p) {}
+  void progress() noexcept override {
+    if (++calls == 3) {
+      waiter = std::this_thread::get_id();
+      p_.set_value(3);
+    }
+  }
+  std::atomic<int> calls{0};
+  std::thread::id waiter;
+
+ private:
+  promise<int>& p_;
+};
+
+TEST(Future, WaiterRunsTheProgressHookUntilItsValueComes) {
+  promise<int> p;
+  auto hook = std::make_shared<fulfil_on_third>(p);
+  p.set_progress_hook(hook);
+  auto f = p.get_future();
+  EXPECT_EQ(f.get().value(), 3);
+  EXPECT_EQ(hook->calls.load(), 3);  // not called again once the value was there
+  EXPECT_EQ(hook->waiter, std::this_thread::get_id());
+  EXPECT_EQ(f.get().value(), 3);  // ready: no more calls
+  EXPECT_EQ(hook->calls.load(), 3);
+}
+
+TEST(Future, AReadyFutureNeverCallsItsHook) {
+  promise<int> p;
+  auto hook = std::make_shared<fulfil_on_third>(p);
+  p.set_progress_hook(hook);
+  p.set_value(7);
+  EXPECT_EQ(p.get_future().get().value(), 7);
+  EXPECT_EQ(hook->calls.load(), 0);
+}
+
 TEST(Timers, FireAtTheirDeadlineInOrder) {
   timer_service timers;
   std::vector<int> order;

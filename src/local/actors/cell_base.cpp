@@ -55,8 +55,16 @@ class current_scope {
 
 cell_base* cell_base::current() noexcept { return t_current; }
 
-void cell_base::prune_tokens() {
-  std::erase_if(tokens_, [](const auto& entry) { return entry.second.destination->stopped(); });
+namespace {
+thread_local producer_tokens* t_tokens = nullptr;
+}  // namespace
+
+producer_tokens* producer_tokens::current() noexcept { return t_tokens; }
+producer_tokens::scope::scope(producer_tokens* t) noexcept : previous_(std::exchange(t_tokens, t)) {}
+producer_tokens::scope::~scope() { t_tokens = previous_; }
+
+void producer_tokens::prune() {
+  std::erase_if(tokens_, [](const auto& e) { return e.second.destination->stopped(); });
 }
 
 void cell_base::run(std::size_t batch) {

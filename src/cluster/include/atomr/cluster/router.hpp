@@ -167,6 +167,9 @@ class router_core : public std::enable_shared_from_this<router_core> {
   virtual std::shared_ptr<inbound_target> find(std::uint64_t actor) const = 0;
   // Sends a reply (value bytes already encoded, or an error) to the asker of `header`.
   virtual void send_reply(const serialization::envelope_header& asked, result<std::vector<std::byte>> value) = 0;
+  // What an asker's future does while its caller waits: takes in the packets that have come
+  // (the reply among them) on the caller's thread (see local::progress_hook).
+  virtual std::shared_ptr<local::progress_hook> waiter_hook() = 0;
 };
 
 // Encodes `message` as an envelope to `route`'s destination (type id from the registry).
@@ -304,6 +307,7 @@ class cluster_ref {
   local::future<R> ask(F&& make, std::chrono::steady_clock::duration timeout) const {
     if (local_.valid()) return local_.template ask<R>(std::forward<F>(make), timeout);
     local::promise<R> answer;
+    if (core_) answer.set_progress_hook(core_->waiter_hook());
     auto reply = answer.get_future();
     if (!core_) {
       answer.set_error(error(errc::unavailable, "ask through an empty cluster_ref"));

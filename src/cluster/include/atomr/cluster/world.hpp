@@ -15,7 +15,7 @@
 //
 // Coalescing: small all_reduces (with the same type and reduction, not touching each other's
 // buffers) that are pending together are packed into one buffer, reduced once and unpacked. The
-// ranks agree on a plan for up to 512 queued all_reduces with one small MPI exchange, so the
+// ranks agree on a plan for up to 1024 queued all_reduces with one small MPI exchange, so the
 // packing never differs between ranks; requests that cannot be packed (larger ones, other kinds)
 // need no exchange. Grouping: the other collectives of one submit_all call (all_reduce, broadcast,
 // reduce, all_gather, reduce_scatter; not touching each other's buffers) go in one NCCL group,
@@ -188,8 +188,10 @@ class world {
     std::uint64_t packed = 0;    // requests that went in a packed group
     std::uint64_t grouped = 0;   // collectives issued in one NCCL group with others (submit_all)
     // Plans the ranks agreed on with an exchange (packing, and every batch in check mode): one
-    // covers up to 512 queued requests.
+    // covers up to 1024 queued requests.
     std::uint64_t agreements = 0;
+    // Requests a waiting caller saw finish itself (ATOMR_WAIT_ASSIST), not the progress thread.
+    std::uint64_t assisted = 0;
   };
   stats_snapshot stats() const;
 

@@ -80,6 +80,10 @@ inline constexpr tunable dedicated_look{
     "dedicated_look_us", "ATOMR_DEDICATED_LOOK_US", "0",
     "an actor thread of its own (device actors) looks for work this long before it sleeps, us (0: a short spin)"};
 
+inline constexpr tunable wait_assist{
+    "wait_assist", "ATOMR_WAIT_ASSIST", "auto",
+    "a caller waiting for a collective or a remote ask polls for it itself: 1, 0, auto (where a rank has 4+ CPUs)"};
+
 inline constexpr std::array k_all{&log,
                                   &wire_max_payload,
                                   &wire_max_container,
@@ -101,6 +105,7 @@ inline constexpr std::array k_all{&log,
                                   &router_cork,
                                   &cuda_ipc,
                                   &dedicated_look,
+                                  &wait_assist,
                                   &host_rd_bytes,
                                   &nccl_scalable_ranks,
                                   &nccl_ranks_per_id};

@@ -50,6 +50,42 @@ using system_message =
     std::variant<start_request, stop_request, resume_request, restart_request, child_failed, child_stopped>;
 }  // namespace detail
 
+// Producer tokens by destination mailbox. moodycamel keeps FIFO order per producer only, and a
+// thread without a token is a producer of its own: a sender whose sends run on varying threads
+// (a pool actor; a router whose deliveries its progress thread or a waiting caller makes) keeps
+// its messages in order by sending through one token per destination. Not thread-safe: its
+// owner serializes the sends.
+class producer_tokens {
+ public:
+  // The token for `destination`, created by `make` on first use.
+  template <typename Make>
+  moodycamel::ProducerToken& token_for(cell_base& destination, Make&& make);
+  void clear() { tokens_.clear(); }
+
+  // The table the code on this thread sends with when no actor's handler runs here (set by a
+  // scope around the sends), or null.
+  static producer_tokens* current() noexcept;
+  class scope {
+   public:
+    explicit scope(producer_tokens* t) noexcept;
+    ~scope();
+    scope(const scope&) = delete;
+    scope& operator=(const scope&) = delete;
+
+   private:
+    producer_tokens* previous_;
+  };
+
+ private:
+  struct entry {
+    std::shared_ptr<cell_base> destination;  // the token must not outlive the queue it belongs to
+    std::unique_ptr<moodycamel::ProducerToken> token;
+  };
+  static constexpr std::size_t k_prune_threshold = 64;
+  void prune();  // drops the tokens of stopped destinations
+  std::unordered_map<const cell_base*, entry> tokens_;
+};
+
 class cell_base : public std::enable_shared_from_this<cell_base> {
  public:
   enum class lifecycle : std::uint8_t { starting, running, suspended, stopped };
@@ -86,12 +122,7 @@ class cell_base : public std::enable_shared_from_this<cell_base> {
   // sends go through one token per destination to stay in order. Own thread only.
   template <typename Make>
   moodycamel::ProducerToken& token_for(cell_base& destination, Make&& make) {
-    auto it = tokens_.find(&destination);
-    if (it == tokens_.end()) {
-      if (tokens_.size() >= k_token_prune_threshold) prune_tokens();
-      it = tokens_.emplace(&destination, producer_entry{destination.shared_from_this(), make()}).first;
-    }
-    return *it->second.token;
+    return tokens_.token_for(destination, std::forward<Make>(make));
   }
 
  protected:
@@ -128,19 +159,23 @@ class cell_base : public std::enable_shared_from_this<cell_base> {
   // Own thread only.
   std::vector<std::shared_ptr<cell_base>> children_;
   std::vector<timer_handle> timers_;
-  struct producer_entry {
-    std::shared_ptr<cell_base> destination;  // the token must not outlive the queue it belongs to
-    std::unique_ptr<moodycamel::ProducerToken> token;
-  };
-  static constexpr std::size_t k_token_prune_threshold = 64;
-  void prune_tokens();
-  std::unordered_map<const cell_base*, producer_entry> tokens_;
+  producer_tokens tokens_;
   std::deque<std::chrono::steady_clock::time_point> restarts_;
 
   std::mutex watchers_mutex_;
   std::vector<promise<terminated>> watchers_;
   std::optional<terminated> final_;
 };
+
+template <typename Make>
+moodycamel::ProducerToken& producer_tokens::token_for(cell_base& destination, Make&& make) {
+  auto it = tokens_.find(&destination);
+  if (it == tokens_.end()) {
+    if (tokens_.size() >= k_prune_threshold) prune();
+    it = tokens_.emplace(&destination, entry{destination.shared_from_this(), make()}).first;
+  }
+  return *it->second.token;
+}
 
 template <typename Msg>
 class cell final : public cell_base {
@@ -166,9 +201,13 @@ class cell final : public cell_base {
     if (capacity_ != 0) {
       if (auto room = reserve_slot(); !room) return refuse(std::move(m), room.error_value());
     }
-    if (cell_base* sender = cell_base::current()) {
-      auto& token = sender->token_for(*this, [&] { return std::make_unique<moodycamel::ProducerToken>(mailbox_); });
-      mailbox_.enqueue(token, slot{std::move(m)});
+    auto make = [&] { return std::make_unique<moodycamel::ProducerToken>(mailbox_); };
+    // A scope's table first: it is set around a run of sends (a router's deliveries) that may
+    // happen inside some actor's handler (a caller that waits there), and must keep their order.
+    if (producer_tokens* tokens = producer_tokens::current()) {
+      mailbox_.enqueue(tokens->token_for(*this, make), slot{std::move(m)});
+    } else if (cell_base* sender = cell_base::current()) {
+      mailbox_.enqueue(sender->token_for(*this, make), slot{std::move(m)});
     } else {
       mailbox_.enqueue(slot{std::move(m)});  // per-thread FIFO through the thread's implicit producer
     }

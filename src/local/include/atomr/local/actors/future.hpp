@@ -25,6 +25,17 @@
 
 namespace atomr::local {
 
+// Work a waiter can do while it waits, to get its own answer sooner: the caller of a request
+// whose completion is polled (an MPI reduction, a CUDA event) polls it itself rather than wait
+// for another thread to notice and hand the value over, which costs a cross-core hand-off and
+// the other thread's turn (microseconds on a small collective). progress() must be safe to call
+// from any thread at any time, return quickly, and do nothing once its owner is gone.
+class progress_hook {
+ public:
+  virtual ~progress_hook() = default;
+  virtual void progress() noexcept = 0;
+};
+
 namespace detail {
 
 template <typename T>
@@ -61,7 +72,10 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
     // that costs 5-10 us (see spin_relax for how it looks).
     const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
     const spin_relax relax;
-    while (!has_value_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) relax();
+    while (!has_value_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) {
+      if (hook_) hook_->progress();
+      relax();
+    }
     // Seen while looking: read it without the lock. The fulfiller sets has_value_ while it still
     // holds the lock, so taking the lock here would often find it held and sleep in the kernel
     // (a futex wait and wake: 10-20 us on a VM) for a value that is already there. value_ never
@@ -77,6 +91,9 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
     std::unique_lock lock(mutex_);
     return ready_.wait_for(lock, d, [&] { return value_.has_value(); });
   }
+
+  // Set before the future reaches another thread (see promise::set_progress_hook).
+  void set_hook(std::shared_ptr<progress_hook> h) { hook_ = std::move(h); }
 
   void add_continuation(std::function<void(const result<T>&)> f) {
     {
@@ -95,6 +112,7 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
   std::condition_variable ready_;
   std::optional<result<T>> value_;
   std::vector<std::function<void(const result<T>&)>> continuations_;
+  std::shared_ptr<progress_hook> hook_;  // called by wait() while it looks (never changes once shared)
 };
 
 // Why a request was dropped unanswered on this thread (set while an actor drains its mailbox or
@@ -167,6 +185,9 @@ class promise {
   promise& operator=(const promise&) = delete;
 
   future<T> get_future() const { return future<T>(state_); }
+  // What a waiter on the future does while it looks for the value (see progress_hook). Set it
+  // before the future goes to another thread: it is read there without a lock.
+  void set_progress_hook(std::shared_ptr<progress_hook> h) { state_->set_hook(std::move(h)); }
   // Each returns true if it fulfilled the future (false if it was already fulfilled).
   template <typename U = T>
   bool set_value(U&& value) {

@@ -125,7 +125,7 @@ class router_core_impl final : public detail::router_core {
   // thread is not doing so: the reply then reaches its future on its own thread, without the
   // progress thread's turn and a hand-off between cores.
   void assist() noexcept {
-    assisted_at_.store(now_ns(), std::memory_order_relaxed);
+    assisted_.mark();
     std::unique_lock receiving(recv_mutex_, std::try_to_lock);
     if (!receiving.owns_lock() || !receiving_open_ || assist_error_) return;
     bool active = false;
@@ -919,8 +919,7 @@ class router_core_impl final : public detail::router_core {
       }
     }
     // Receives, unless a caller waiting for a reply is taking them in itself (see assist).
-    if (const std::int64_t assisted = assisted_at_.load(std::memory_order_relaxed);
-        assisted == 0 || now_ns() - assisted >= k_assist_window_ns) {
+    if (!assisted_.recent(std::chrono::steady_clock::now())) {
       std::unique_lock receiving(recv_mutex_, std::try_to_lock);
       if (receiving.owns_lock()) {
         if (assist_error_) return std::exchange(assist_error_, std::nullopt).value();
@@ -1162,9 +1161,7 @@ class router_core_impl final : public detail::router_core {
   bool receiving_open_ = true;              // under recv_mutex_: false once the progress thread ended
   local::producer_tokens delivery_tokens_;  // under recv_mutex_: what deliveries enqueue with
   std::optional<error> assist_error_;       // under recv_mutex_: an MPI error met by a caller
-  // When a caller last assisted (ns): the progress thread leaves receiving to it for a while.
-  alignas(64) std::atomic<std::int64_t> assisted_at_{0};
-  static constexpr std::int64_t k_assist_window_ns = 20'000;
+  detail::assist_stamp assisted_;           // when a caller last assisted: receiving is left to it meanwhile
   std::vector<std::shared_ptr<detail::inbound_target>> to_wake_;
   int deferred_ = 0;
   std::shared_ptr<detail::inbound_target> cache_;

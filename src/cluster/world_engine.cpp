@@ -8,7 +8,6 @@
 #include "atomr/common/log.hpp"
 #include "atomr/common/pointer_set.hpp"
 #include "atomr/common/spin.hpp"
-#include "wait_assist.hpp"
 
 namespace atomr::cluster {
 namespace {
@@ -45,11 +44,6 @@ constexpr std::size_t k_pack_window_depth = 2;
 // Requests after an exchange in which every rank offered one that skip the exchange (see
 // in_latency_window).
 constexpr std::uint64_t k_latency_window = 16;
-
-// How long after a caller's last assist the progress thread keeps off the issue lock (see
-// world_engine::assist). A caller waits like that for at most 200 us before it sleeps, so the
-// thread takes over again within this much of the caller's last look.
-constexpr auto k_assist_window = std::chrono::microseconds(20);
 
 struct offer {
   signature head;
@@ -162,7 +156,7 @@ class world_engine::assist_hook final : public local::progress_hook {
 };
 
 void world_engine::assist() {
-  assisted_at_.store(clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  assisted_.mark();
   std::unique_lock issuing(issue_mutex_, std::try_to_lock);
   if (!issuing.owns_lock()) return;
   take_inbox();
@@ -361,21 +355,21 @@ void world_engine::run() {
   };
   while (true) {
     std::deque<std::function<void()>> tasks;
-    const auto quiet = clock::now() - last_change;
+    const auto now = clock::now();
+    const auto quiet = now - last_change;
     if (!busy && quiet < k_idle_spin && !flagged()) {
       relax();
       continue;
     }
     // A caller is polling for its own request (assist): leave the issue lock and MPI to it, but
     // keep the watchdog's turn (deadlines, failure notices) every 100 us.
-    if (const auto now = clock::now();
-        now - clock::time_point(clock::duration(assisted_at_.load(std::memory_order_relaxed))) < k_assist_window &&
-        now - last_health_ < std::chrono::microseconds(100) && !outside_flag_.load(std::memory_order_acquire)) {
+    if (assisted_.recent(now) && now - last_health_ < std::chrono::microseconds(100) &&
+        !outside_flag_.load(std::memory_order_acquire)) {
       // Where cores are scarce, a spinning bystander takes the caller's (or its peer's) core.
       if (spin_relax::plenty()) {
         relax();
       } else {
-        std::this_thread::sleep_for(k_assist_window);
+        std::this_thread::sleep_for(detail::assist_stamp::k_window);
       }
       continue;
     }

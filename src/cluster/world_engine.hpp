@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "comm_backend.hpp"
+#include "wait_assist.hpp"
 
 namespace atomr::cluster {
 
@@ -53,9 +54,7 @@ class world_engine {
   void assist();
   class assist_hook;
   std::shared_ptr<assist_hook> assist_hook_;
-  // When a caller last assisted (steady clock ticks): the progress thread keeps out of its way
-  // for k_assist_window after that, so the two do not take turns with the issue lock and MPI.
-  alignas(64) std::atomic<detail::clock::rep> assisted_at_{0};
+  detail::assist_stamp assisted_;  // when a caller last assisted
   void take_inbox();
   void issue_ready();
   bool start_issue();

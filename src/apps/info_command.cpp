@@ -55,8 +55,9 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
         "docs/benchmarks.md)\n";
 
   // How a token fetch travels between each pair (buffer_registry.hpp): within a rank a device
-  // or peer copy; between GPU ranks of one node CUDA IPC (unless ATOMR_CUDA_IPC=0); otherwise
-  // MPI, staged through host memory for GPU buffers.
+  // or peer copy; between GPU ranks of one node CUDA IPC (unless ATOMR_CUDA_IPC=0); between other
+  // GPU ranks NCCL send/recv (ATOMR_FETCH_NCCL=1: between all GPU ranks); otherwise MPI, staged
+  // through host memory for GPU buffers.
   os << "\ntoken fetches (owner -> fetcher):\n";
   text_table fetches({"pair", "path"});
   // Beyond 8 ranks, one row per kind of pair (the table would have ranks^2 rows).
@@ -72,7 +73,11 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
         const bool gpu = owner.no_gpu_reason.empty() || fetcher.no_gpu_reason.empty();
         const bool both_gpu = owner.no_gpu_reason.empty() && fetcher.no_gpu_reason.empty();
         const bool same_node = owner.identity.node_id == fetcher.identity.node_id;
-        if (both_gpu && same_node && ATOMR_HAVE_CUDA && tunable_value(tunables::cuda_ipc) != "0") {
+        const std::string nccl = tunable_value(tunables::fetch_nccl);
+        const bool ipc = both_gpu && same_node && ATOMR_HAVE_CUDA && tunable_value(tunables::cuda_ipc) != "0";
+        if (both_gpu && ATOMR_HAVE_NCCL && (nccl == "1" || (nccl == "auto" && !ipc))) {
+          path = "NCCL send/recv, GPU to GPU";
+        } else if (ipc) {
           path = "CUDA IPC, GPU to GPU";
         } else {
           path = gpu ? "MPI, staged through host memory" : "MPI (host memory, no staging)";

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cereal/types/array.hpp>
 #include <condition_variable>
 #include <list>
 #include <map>
@@ -25,6 +26,7 @@
 #include "cuda_ipc.hpp"
 #include "export_table.hpp"
 #include "fd_exchange.hpp"
+#include "nccl_fetch.hpp"
 #if ATOMR_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -84,7 +86,31 @@ struct ipc_unmap {
     ar(owner, pin);
   }
 };
-using server_msg = std::variant<fetch_ask, ipc_ask, ipc_done, ipc_unmap>;
+// NCCL (nccl_fetch.hpp): the consumer names its channel (and sends its unique id, in case the
+// owner has not opened its side yet); the owner queues the send and answers with its number in
+// the channel, which the consumer receives by.
+struct nccl_ready {
+  std::uint64_t seq = 0;
+  std::uint64_t length = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(seq, length);
+  }
+};
+struct nccl_ask {
+  gpu_token token;
+  std::uint64_t length = 0;
+  std::uint32_t job = 0;
+  std::uint32_t consumer = 0;
+  std::uint64_t channel = 0;
+  detail::nccl_id_bytes id{};
+  local::reply_to<nccl_ready> reply;
+  template <class A>
+  void serialize(A& ar) {
+    ar(token, length, job, consumer, channel, id, reply);
+  }
+};
+using server_msg = std::variant<fetch_ask, ipc_ask, ipc_done, ipc_unmap, nccl_ask>;
 
 }  // namespace atomr::cluster
 
@@ -109,6 +135,11 @@ struct atomr::serialization::user_message<atomr::cluster::ipc_unmap> {
   static constexpr std::uint32_t id = 0x103;
   static constexpr std::string_view name = "ipc_unmap";
 };
+template <>
+struct atomr::serialization::user_message<atomr::cluster::nccl_ask> {
+  static constexpr std::uint32_t id = 0x104;
+  static constexpr std::string_view name = "nccl_ask";
+};
 
 namespace atomr::cluster {
 
@@ -118,6 +149,7 @@ std::string_view to_string(fetch_route r) noexcept {
     case fetch_route::peer_copy: return "peer copy";
     case fetch_route::mpi_staged: return "MPI, staged through host memory";
     case fetch_route::cuda_ipc: return "CUDA IPC (same node, GPU to GPU)";
+    case fetch_route::nccl: return "NCCL send/recv (GPU to GPU)";
   }
   return "?";
 }
@@ -366,6 +398,29 @@ class registry_state : public std::enable_shared_from_this<registry_state> {
     return cuda_ipc_built() && owner >= 0 && owner < static_cast<int>(same_node.size()) &&
            same_node[static_cast<std::size_t>(owner)] && fds && !ipc_off[static_cast<std::size_t>(owner)]->load();
   }
+  // NCCL: the channels (consumer and owner sides) and the owners the path failed with.
+  std::unique_ptr<nccl_mover> nccl;
+  bool nccl_first = false;                                   // ATOMR_FETCH_NCCL=1: before CUDA IPC
+  std::vector<std::unique_ptr<std::atomic<bool>>> nccl_off;  // per rank
+  bool nccl_possible(int owner) const {
+    return nccl && owner >= 0 && owner < static_cast<int>(nccl_off.size()) &&
+           !nccl_off[static_cast<std::size_t>(owner)]->load();
+  }
+  void nccl_failed(int owner, const error& why) {
+    if (!nccl_off[static_cast<std::size_t>(owner)]->exchange(true)) {
+      logger()->warn("NCCL fetches from rank {} failed ({}); they go through host memory now", owner, why.describe());
+    }
+  }
+  fetch_route route_to(int owner, bool gpu_target) const {
+    if (gpu_target && nccl_first && nccl_possible(owner)) return fetch_route::nccl;
+    if (gpu_target && ipc_possible(owner)) return fetch_route::cuda_ipc;
+    if (gpu_target && nccl_possible(owner)) return fetch_route::nccl;
+    return fetch_route::mpi_staged;
+  }
+  void serve_nccl(nccl_ask& ask);
+  void fetch_nccl(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst, const local::device& dst_dev,
+                  const std::shared_ptr<local::promise<void>>& shared);
+
   void ipc_failed(int owner, const error& why) {
     if (!ipc_off[static_cast<std::size_t>(owner)]->exchange(true)) {
       logger()->warn("CUDA IPC with rank {} failed ({}); fetches from it go through host memory", owner,
@@ -712,6 +767,9 @@ class fetch_server : public local::actor<server_msg> {
       s->unpin(done->pin);
     } else if (auto* unmap = std::get_if<ipc_unmap>(&m); unmap && s) {
       s->unmap(static_cast<int>(unmap->owner), unmap->pin);
+    } else if (auto* nccl = std::get_if<nccl_ask>(&m)) {
+      if (!s) return nccl->reply.fail(stopped);
+      s->serve_nccl(*nccl);
     }
   }
 
@@ -796,11 +854,26 @@ result<std::unique_ptr<buffer_registry>> buffer_registry::start(MPI_Comm world, 
       detail::logger()->warn("CUDA IPC off: {}", fds.error_value().describe());
     }
   }
+  // NCCL channels, where this rank has a GPU (ATOMR_FETCH_NCCL; nccl_fetch.hpp).
+  for (int p = 0; p < size; ++p) state->nccl_off.push_back(std::make_unique<std::atomic<bool>>(false));
+  const std::string nccl_mode = tunable_value(tunables::fetch_nccl);
+  if (nccl_mode != "auto" && nccl_mode != "1" && nccl_mode != "0") {
+    return error(errc::invalid_argument,
+                 std::string(tunables::fetch_nccl.env) + "=" + nccl_mode + ": expected auto, 1 or 0");
+  }
+  if (detail::nccl_fetch_built() && any_gpu && nccl_mode != "0") {
+    ATOMR_ASSIGN_OR_RETURN(const auto open_ms, tunable_int(tunables::coll_init_timeout));
+    ATOMR_ASSIGN_OR_RETURN(const auto transfer_ms, tunable_int(tunables::coll_timeout));
+    ATOMR_ASSIGN_OR_RETURN(state->nccl, detail::nccl_mover::start(std::chrono::milliseconds(open_ms),
+                                                                  std::chrono::milliseconds(transfer_ms)));
+    state->nccl_first = nccl_mode == "1";
+  }
   // Transfers with a rank that liveness declares failed end at once, naming it; its pins go.
   ATOMR_ASSIGN_OR_RETURN(state->listener, add_failure_listener(state->comm, [weak = std::weak_ptr(state)](
                                                                                 int peer, const std::string& text) {
                            if (auto s = weak.lock()) {
                              s->mover->fail_peer(peer, error(errc::unavailable, text));
+                             if (s->nccl) s->nccl->fail_peer(peer, error(errc::unavailable, text));
                              s->unpin_consumer(peer);
                              s->forget_kept(peer, std::nullopt);
                            }
@@ -819,6 +892,7 @@ buffer_registry::~buffer_registry() {
   state_->server.stop();
   state_->fds.reset();
   state_->mover.reset();
+  state_->nccl.reset();
   {
     std::lock_guard lock(state_->mutex);
     for (auto& [id, e] : state_->exports) {
@@ -939,10 +1013,10 @@ local::future<void> buffer_registry::fetch_block(const remote_buffer& handle,
     return src_dev == dst_dev || src_dev == nullptr ? dst_dev->copy(dst, src) : dst_dev->copy_from_peer(dst, src);
   }
   auto shared = std::make_shared<local::promise<void>>(std::move(out));
-  if (dst_dev->kind() == local::device_kind::cuda && state_->ipc_possible(owner)) {
-    state_->fetch_ipc(handle, dst, *dst_dev, shared);
-  } else {
-    state_->fetch_staged(handle, dst, *dst_dev, shared);
+  switch (state_->route_to(owner, dst_dev->kind() == local::device_kind::cuda)) {
+    case fetch_route::nccl: state_->fetch_nccl(handle, dst, *dst_dev, shared); break;
+    case fetch_route::cuda_ipc: state_->fetch_ipc(handle, dst, *dst_dev, shared); break;
+    default: state_->fetch_staged(handle, dst, *dst_dev, shared); break;
   }
   return done;
 }
@@ -1041,6 +1115,88 @@ void registry_state::copy_granted(const ipc_grant& grant, bool by_kept_grant, co
       });
 }
 
+// Owner side of an NCCL fetch: check the token, queue the send on the consumer's channel (opening
+// this side the first time), answer with its number there. A refusal of the path (not of the
+// token) starts with "nccl:", and the consumer then takes the staged path.
+void registry_state::serve_nccl(nccl_ask& ask) {
+  if (ask.job != job) {
+    return ask.reply.fail(error(errc::invalid_argument, "token from another job (job tag " + std::to_string(ask.job) +
+                                                            ", this job " + std::to_string(job) + ")"));
+  }
+  auto entry = resolve(ask.token);
+  if (!entry) return ask.reply.fail(entry.error_value());
+  if (ask.length > entry->block->bytes) {
+    return ask.reply.fail(error(errc::invalid_argument, "fetch of " + std::to_string(ask.length) + " bytes from " +
+                                                            std::to_string(entry->block->bytes)));
+  }
+  const local::device* dev = device_of(*entry->block);
+  if (!dev) return ask.reply.fail(error(errc::stale_ref, to_string(ask.token) + ": its device is gone"));
+  auto refuse = [&](const std::string& why) { ask.reply.fail(error(errc::unavailable, "nccl: " + why)); };
+  if (!nccl) return refuse("rank " + std::to_string(rank) + " has no NCCL fetch channels");
+  if (dev->kind() != local::device_kind::cuda) return refuse("the buffer is in host memory");
+  const int consumer = static_cast<int>(ask.consumer);
+  auto seq = nccl->send(consumer, ask.channel, ask.id, dev->index(), entry->block, ask.length,
+                        [consumer, token = ask.token](result<void> sent) {
+                          if (!sent) {
+                            logger()->warn("NCCL send of {} to rank {} failed: {}", to_string(token), consumer,
+                                           sent.error_value().describe());
+                          }
+                        });
+  if (!seq) return refuse(seq.error_value().describe());
+  ask.reply.send(nccl_ready{*seq, ask.length});
+}
+
+// Consumer side of an NCCL fetch: name the channel, ask, receive by the owner's number. Where the
+// path itself fails (this rank cannot make a channel, or the owner refuses it), this fetch and
+// later ones from that owner go the staged way.
+void registry_state::fetch_nccl(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst,
+                                const local::device& dst_dev, const std::shared_ptr<local::promise<void>>& shared) {
+  const int owner = static_cast<int>(handle.token.node_id);
+  auto ch = nccl->receiving_channel(owner, static_cast<int>(handle.token.device_id), dst_dev.index());
+  if (!ch) {
+    nccl_failed(owner, ch.error_value());
+    return fetch_staged(handle, dst, dst_dev, shared);
+  }
+  nccl_ask ask;
+  ask.token = handle.token;
+  ask.length = handle.bytes;
+  ask.job = handle.job;
+  ask.consumer = static_cast<std::uint32_t>(rank);
+  ask.channel = ch->number;
+  ask.id = ch->id;
+  auto answer = router_->lookup<server_msg>(owner, k_server_name)
+                    .ask<nccl_ready>(
+                        [&](local::reply_to<nccl_ready> reply) {
+                          ask.reply = std::move(reply);
+                          return server_msg(std::move(ask));
+                        },
+                        std::chrono::seconds(60));
+  const std::uint64_t number = ch->number;
+  answer.then(
+      [self = shared_from_this(), shared, owner, number, handle, dst, dst_dev](const result<nccl_ready>& ready) {
+        if (!ready) {
+          const auto& e = ready.error_value();
+          if (e.code() == errc::unavailable && e.message().starts_with("nccl: ")) {
+            self->nccl_failed(owner, e);
+            self->fetch_staged(handle, dst, dst_dev, shared);
+          } else {
+            shared->set_error(e.with_context("fetching " + to_string(handle.token)));
+          }
+          return;
+        }
+        self->nccl->receive(owner, number, ready->seq, dst.block(), handle.bytes,
+                            [self, shared, owner, handle, dst, dst_dev](result<void> got) {
+                              if (!got && got.error_value().code() == errc::unavailable &&
+                                  got.error_value().message().starts_with("nccl: ")) {
+                                self->nccl_failed(owner, got.error_value());
+                                return self->fetch_staged(handle, dst, dst_dev, shared);
+                              }
+                              if (!got) got = got.error_value().with_context("receiving " + to_string(handle.token));
+                              shared->set_result(std::move(got));
+                            });
+      });
+}
+
 // Consumer side of a staged fetch: the owner reads the buffer into host memory and sends it with
 // MPI on the registry's communicator under a tag of this fetch's own; this rank uploads it.
 void registry_state::fetch_staged(const remote_buffer& handle, const local::gpu_ref<std::uint8_t>& dst,
@@ -1101,8 +1257,8 @@ void registry_state::fetch_staged(const remote_buffer& handle, const local::gpu_
 
 fetch_route buffer_registry::route_from(int owner_rank) const {
   if (owner_rank != state_->rank) {
-    // (ipc_possible holds only where this rank has a GPU: its fd server runs only then.)
-    return state_->ipc_possible(owner_rank) ? fetch_route::cuda_ipc : fetch_route::mpi_staged;
+    // (The GPU paths are possible only where this rank has a GPU: their servers run only then.)
+    return state_->route_to(owner_rank, true);
   }
   return state_->devices.size() > 1 ? fetch_route::peer_copy : fetch_route::local_copy;
 }

@@ -97,15 +97,28 @@ TEST_F(buffers_test, a_fetch_right_after_a_write_sees_it) {
 }
 
 #if ATOMR_WORLD_TEST_CUDA
-// GPU ranks of one node fetch from each other with CUDA IPC (unless ATOMR_CUDA_IPC=0), from 4 B to
-// 1 GiB, and the path is still IPC afterwards (a failure would have switched the pair to staging).
-TEST_F(buffers_test, gpu_ranks_of_a_node_fetch_exact_bytes_through_cuda_ipc) {
+// The path a fetch between GPU ranks of one node takes, by the environment (buffer_registry.hpp).
+atomr::cluster::fetch_route expected_gpu_route() {
+  auto env = [](const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr && *v != '\0' ? v : fallback);
+  };
+  using atomr::cluster::fetch_route;
+  const std::string nccl = env("ATOMR_FETCH_NCCL", "auto");
+  if (nccl == "1") return fetch_route::nccl;
+  if (env("ATOMR_CUDA_IPC", "1") != "0") return fetch_route::cuda_ipc;
+  return nccl == "0" ? fetch_route::mpi_staged : fetch_route::nccl;
+}
+
+// GPU ranks of one node fetch from each other GPU to GPU (CUDA IPC by default; NCCL with
+// ATOMR_FETCH_NCCL=1 or with IPC off), from 4 B to 1 GiB, and the path is the same afterwards (a
+// failure would have switched the pair to staging).
+TEST_F(buffers_test, gpu_ranks_of_a_node_fetch_exact_bytes_gpu_to_gpu) {
   if (size_ < 2) GTEST_SKIP() << "needs 2 ranks";
-  const char* off = std::getenv("ATOMR_CUDA_IPC");
-  const bool ipc = off == nullptr || std::string(off) != "0";
+  const auto route = expected_gpu_route();
+  const bool ipc = route == atomr::cluster::fetch_route::cuda_ipc;
   const int owner = (rank_ + 1) % size_;
-  EXPECT_EQ(registry_->route_from(owner),
-            ipc ? atomr::cluster::fetch_route::cuda_ipc : atomr::cluster::fetch_route::mpi_staged);
+  EXPECT_EQ(registry_->route_from(owner), route);
   auto word = [](int who, std::size_t i) { return static_cast<std::uint32_t>(i * 2654435761u) ^ (0x5a5a0000u + who); };
   for (const std::size_t n : {std::size_t{1}, std::size_t{1} << 10, std::size_t{1} << 24, std::size_t{1} << 28}) {
     std::vector<std::uint32_t> mine(n);
@@ -150,8 +163,73 @@ TEST_F(buffers_test, gpu_ranks_of_a_node_fetch_exact_bytes_through_cuda_ipc) {
     EXPECT_EQ(registry_->ipc_pins(), 0u);
     MPI_Barrier(MPI_COMM_WORLD);
   }
-  EXPECT_EQ(registry_->route_from(owner),
-            ipc ? atomr::cluster::fetch_route::cuda_ipc : atomr::cluster::fetch_route::mpi_staged);
+  EXPECT_EQ(registry_->route_from(owner), route);
+}
+
+// By NCCL (run with ATOMR_FETCH_NCCL=1): every rank fetches from both neighbours at once, many
+// fetches in flight per channel, so sends of both directions and of several channels interleave;
+// each lands whole in its own target, in any completion order. Then a released export is stale
+// (refused by the owner before anything is queued) and the channels still serve.
+TEST_F(buffers_test, gpu_fetches_by_nccl_both_ways_at_once_hold_the_exact_bytes) {
+  if (size_ < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int next = (rank_ + 1) % size_;
+  const int prev = (rank_ + size_ - 1) % size_;
+  if (registry_->route_from(next) != atomr::cluster::fetch_route::nccl) {
+    GTEST_SKIP() << "fetches between these ranks do not go by NCCL (run with ATOMR_FETCH_NCCL=1)";
+  }
+  auto word = [](int who, std::size_t k, std::size_t i) {
+    return static_cast<std::uint32_t>((i + 1) * 2246822519u) ^ static_cast<std::uint32_t>(who * 131 + k);
+  };
+  const std::vector<std::size_t> sizes{1, 3, 1024, 65536, 1 << 20, 7, 1 << 22, 4096};
+  std::vector<local::gpu_ref<std::uint32_t>> mine;
+  std::vector<std::vector<remote_buffer>> handles;  // [k][rank]
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<std::uint32_t> v(sizes[k]);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = word(rank_, k, i);
+    mine.push_back(filled(v));
+    auto h = registry_->export_buffer(mine.back()).get();
+    ASSERT_TRUE(h) << h.error_value();
+    handles.push_back(all_handles(*h));
+  }
+  struct pending {
+    int owner;
+    std::size_t k;
+    local::gpu_ref<std::uint32_t> into;
+    local::future<void> done;
+  };
+  std::vector<pending> all;
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      for (const int owner : {next, prev}) {
+        auto into = dev_.allocate<std::uint32_t>(sizes[k]).get().value();
+        auto done = registry_->fetch(handles[k][static_cast<std::size_t>(owner)], into);
+        all.push_back({owner, k, into, std::move(done)});
+      }
+    }
+  }
+  std::size_t wrong = 0;
+  for (auto& p : all) {
+    auto got = p.done.get();
+    ASSERT_TRUE(got) << sizes[p.k] * 4 << " bytes from rank " << p.owner << ": " << got.error_value();
+    const auto back = read(p.into);
+    for (std::size_t i = 0; i < back.size(); ++i) wrong += back[i] != word(p.owner, p.k, i) ? 1 : 0;
+  }
+  EXPECT_EQ(wrong, 0u);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const auto released = registry_->release(handles[0][static_cast<std::size_t>(rank_)]);
+  ASSERT_TRUE(released) << released.error_value();
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto into = dev_.allocate<std::uint32_t>(sizes[0]).get().value();
+  auto late = registry_->fetch(handles[0][static_cast<std::size_t>(next)], into).get();
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error_value().code(), errc::stale_ref) << late.error_value();
+  auto again = dev_.allocate<std::uint32_t>(sizes[2]).get().value();
+  ASSERT_TRUE(registry_->fetch(handles[2][static_cast<std::size_t>(next)], again).get());
+  const auto back = read(again);
+  for (std::size_t i = 0; i < back.size(); ++i) wrong += back[i] != word(next, 2, i) ? 1 : 0;
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(registry_->route_from(next), atomr::cluster::fetch_route::nccl);
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_F(buffers_test, a_fetch_right_after_a_kernel_wrote_sees_it) {

@@ -4,7 +4,10 @@
 // - GPUs, CUDA IPC (the ranks share a node; the path atomr takes there): raw = rank 1 copies out
 //   of rank 0's cudaMalloc buffer through a legacy IPC handle opened once (cudaMemcpyAsync and a
 //   stream synchronize), then tells rank 0 with a 1-byte MPI message, as a fetch says it is done;
-// - GPUs, staged (ATOMR_CUDA_IPC=0, or IPC unavailable): raw = cudaMemcpy to pinned host memory on
+// - GPUs, NCCL (across nodes; or ATOMR_FETCH_NCCL=1, or IPC off): raw = rank 1 sends a 1-byte
+//   MPI request, rank 0 answers with ncclSend on a two-rank communicator made once, rank 1
+//   ncclRecv, and each synchronizes its stream;
+// - GPUs, staged (ATOMR_FETCH_NCCL=0 and no IPC): raw = cudaMemcpy to pinned host memory on
 //   rank 0, MPI_Send/MPI_Recv, cudaMemcpy to the GPU on rank 1.
 // Latency is the median of single fetches; bandwidth is bytes over that time.
 #include <mpi.h>
@@ -31,6 +34,11 @@
 #include <cuda_runtime_api.h>
 
 #include "atomr/local/cuda_check.hpp"
+#endif
+#if ATOMR_HAVE_NCCL
+#include <nccl.h>
+
+#include "atomr/cluster/nccl_check.hpp"
 #endif
 
 namespace po = boost::program_options;
@@ -91,8 +99,29 @@ class raw_transfer {
     return error(errc::unavailable, "no CUDA in this build");
 #endif
   }
+  // The NCCL path: a two-rank communicator (rank 0 sends, rank 1 receives).
+  result<void> use_nccl() {
+#if ATOMR_HAVE_NCCL
+    ncclUniqueId uid{};
+    if (rank_ == 0) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclGetUniqueId(&uid)));
+    if (rank_ <= 1) {
+      if (rank_ == 0) ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Send(&uid, sizeof(uid), MPI_BYTE, 1, 13, comm_)));
+      if (rank_ == 1)
+        ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Recv(&uid, sizeof(uid), MPI_BYTE, 0, 13, comm_, MPI_STATUS_IGNORE)));
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)));
+      ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommInitRank(&nccl_, 2, uid, rank_)));
+    }
+    return ok();
+#else
+    return error(errc::unavailable, "no NCCL in this build");
+#endif
+  }
   // Before rank 0 frees its buffer: rank 1 closes the handle first.
   result<void> finish() {
+#if ATOMR_HAVE_NCCL
+    if (nccl_ != nullptr) ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommDestroy(nccl_)));
+    nccl_ = nullptr;
+#endif
 #if ATOMR_HAVE_CUDA
     if (peer_ != nullptr) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaIpcCloseMemHandle(peer_)));
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -104,6 +133,19 @@ class raw_transfer {
 
   result<void> once(std::size_t bytes) {
     const int n = static_cast<int>(bytes);
+#if ATOMR_HAVE_NCCL
+    if (nccl_ != nullptr) {
+      char ask = 0;
+      if (rank_ == 0) {
+        ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Recv(&ask, 1, MPI_CHAR, 1, 14, comm_, MPI_STATUS_IGNORE)));
+        ATOMR_TRY(ATOMR_NCCL_CHECK(ncclSend(device_, bytes, ncclUint8, 1, nccl_, stream_)));
+      } else {
+        ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Send(&ask, 1, MPI_CHAR, 0, 14, comm_)));
+        ATOMR_TRY(ATOMR_NCCL_CHECK(ncclRecv(device_, bytes, ncclUint8, 0, nccl_, stream_)));
+      }
+      return ATOMR_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    }
+#endif
 #if ATOMR_HAVE_CUDA
     if (ipc_) {
       char done = 0;
@@ -145,6 +187,9 @@ class raw_transfer {
 #if ATOMR_HAVE_CUDA
   void* peer_ = nullptr;  // rank 0's buffer, opened through IPC (rank 1)
   cudaStream_t stream_ = nullptr;
+#endif
+#if ATOMR_HAVE_NCCL
+  ncclComm_t nccl_ = nullptr;
 #endif
   void* host_ = nullptr;
   std::vector<std::uint8_t> plain_;
@@ -218,10 +263,18 @@ int run_bench_fetch(const std::string& program, const std::vector<std::string>& 
   if (auto d = ATOMR_MPI_CHECK(MPI_Comm_dup(world, &raw_comm)); !d) return report_error(d.error_value().describe(), 1);
   raw_transfer raw(raw_comm, id.world_rank, gpu, *hi);
   // Rank 1 fetches from rank 0: the path it takes decides the raw transfer.
-  int ipc = id.world_rank == 1 && (*registry)->route_from(0) == cluster::fetch_route::cuda_ipc ? 1 : 0;
-  MPI_Bcast(&ipc, 1, MPI_INT, 1, world);
+  int path = 0;  // 0 staged (or host), 1 CUDA IPC, 2 NCCL
+  if (id.world_rank == 1 && gpu) {
+    const auto route = (*registry)->route_from(0);
+    path = route == cluster::fetch_route::cuda_ipc ? 1 : route == cluster::fetch_route::nccl ? 2 : 0;
+  }
+  MPI_Bcast(&path, 1, MPI_INT, 1, world);
+  const bool ipc = path == 1;
   if (ipc) {
     if (auto u = raw.use_ipc(); !u) return report_error(u.error_value().describe(), 1);
+  }
+  if (path == 2) {
+    if (auto u = raw.use_nccl(); !u) return report_error(u.error_value().describe(), 1);
   }
 
   std::vector<fetch_row> rows;
@@ -287,14 +340,19 @@ int run_bench_fetch(const std::string& program, const std::vector<std::string>& 
   if (failed) return 1;
   if (id.world_rank != 0) return 0;
 
-  const auto route = gpu ? (ipc ? "GPU, CUDA IPC" : "GPU, staged through host memory") : "host device";
+  const auto route = gpu ? (ipc         ? "GPU, CUDA IPC"
+                            : path == 2 ? "GPU, NCCL send/recv"
+                                        : "GPU, staged through host memory")
+                         : "host device";
   const std::string machine =
       (gpu && probe ? probe->devices[static_cast<std::size_t>(gpus->front())].name : std::string("host CPU")) + " (" +
       id.hostname + ")";
   std::cout << "atomr bench fetch: rank 1 fetches rank 0's buffer by token (" << route
             << "), each fetch waited for.\n"
                "raw = the same bytes moved by hand"
-            << (ipc   ? " (cudaMemcpyAsync out of a cudaIpcOpenMemHandle buffer, stream synchronize)"
+            << (ipc ? " (cudaMemcpyAsync out of a cudaIpcOpenMemHandle buffer, stream synchronize)"
+                : path == 2
+                    ? " (a 1-byte MPI request, ncclSend/ncclRecv on a two-rank communicator, stream synchronize)"
                 : gpu ? " (cudaMemcpy to pinned memory, MPI_Send/Recv, cudaMemcpy)"
                       : " (MPI_Send/MPI_Recv)")
             << " with a one-byte answer.\n\n";
@@ -322,7 +380,9 @@ int run_bench_fetch(const std::string& program, const std::vector<std::string>& 
                         {"machine", machine},
                         {"commit", k_git_revision},
                         {"date", utc_now()},
-                        {"path", ipc ? "cuda_ipc" : "mpi_staged"},
+                        {"path", ipc         ? "cuda_ipc"
+                                 : path == 2 ? "nccl"
+                                             : "mpi_staged"},
                         {"device", gpu ? "cuda" : "host"},
                         {"rows", out}}
              .dump(2)

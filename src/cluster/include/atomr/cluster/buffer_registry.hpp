@@ -24,11 +24,20 @@
 //   ATOMR_CUDA_IPC=0 turns the path off; where it fails (a driver that refuses shareable pools,
 //   GPUs the consumer cannot see) the fetch takes the staged path below, and so do later ones
 //   from that owner (logged once).
-// - otherwise (another node, or host memory): the owner reads the buffer into pinned host memory
+// - GPU to GPU where CUDA IPC does not serve (another node; or IPC off or failed): NCCL send/recv
+//   (src/cluster/nccl_fetch.hpp). Each direction of a pair gets a two-rank communicator of its
+//   own, opened at the pair's first fetch (the consumer's unique id travels with its requests);
+//   the owner queues the send behind the buffer's earlier writes and answers with the transfer's
+//   number in the channel, and the consumer receives by that number on its own stream. Nothing
+//   else shares the channel, so a fetch cannot deadlock with the other direction or with a
+//   world's collectives. ATOMR_FETCH_NCCL: auto (the default, as described), 1 (before CUDA IPC,
+//   also within a node) or 0 (never). Where the path fails (no channel can be made, or the owner's
+//   buffer is in host memory) the fetch takes the staged path below, and so do later ones from
+//   that owner (logged once).
+// - otherwise (host memory, or no GPU path): the owner reads the buffer into pinned host memory
 //   on its device's stream (after the writes ordered before the export), MPI carries the bytes on
 //   the registry's own communicator with a tag per transfer, and the consumer uploads them. The
 //   bytes never go through the router; only the small fetch request and its answer do.
-//   (NCCL send/recv across nodes is not built yet.)
 //
 // Leases: the owner keeps an exported buffer alive until it calls release() or the lease given at
 // export expires. After that, and after the owner's device is rebuilt (a new generation), a fetch
@@ -51,7 +60,7 @@ namespace atomr::cluster {
 
 using serialization::remote_buffer;
 
-enum class fetch_route { local_copy, peer_copy, mpi_staged, cuda_ipc };
+enum class fetch_route { local_copy, peer_copy, mpi_staged, cuda_ipc, nccl };
 std::string_view to_string(fetch_route r) noexcept;
 
 namespace detail {

@@ -76,6 +76,10 @@ inline constexpr tunable router_cork{"router_cork_us", "ATOMR_ROUTER_CORK_US", "
 inline constexpr tunable cuda_ipc{"cuda_ipc", "ATOMR_CUDA_IPC", "1",
                                   "buffer fetches between GPU ranks of one node: CUDA IPC (1) or host staging (0)"};
 
+inline constexpr tunable fetch_nccl{
+    "fetch_nccl", "ATOMR_FETCH_NCCL", "auto",
+    "buffer fetches between GPU ranks by NCCL send/recv: auto (where CUDA IPC does not serve), 1 (first), 0 (never)"};
+
 inline constexpr tunable dedicated_look{
     "dedicated_look_us", "ATOMR_DEDICATED_LOOK_US", "0",
     "an actor thread of its own (device actors) looks for work this long before it sleeps, us (0: a short spin)"};
@@ -104,6 +108,7 @@ inline constexpr std::array k_all{&log,
                                   &router_direct,
                                   &router_cork,
                                   &cuda_ipc,
+                                  &fetch_nccl,
                                   &dedicated_look,
                                   &wait_assist,
                                   &host_rd_bytes,

@@ -78,6 +78,20 @@ class comm_backend {
   virtual void abort() = 0;
   // Collective: the backend of the sub-world for `color` (nullptr for a negative color).
   virtual result<std::unique_ptr<comm_backend>> split(int color, int key, clock::time_point deadline) = 0;
+  // Whether shrink() can make the survivors' communicator out of this one after a failure
+  // (NCCL >= 2.27, one device per rank). Such a backend is kept, not aborted, when its world fails
+  // under ATOMR_ON_FAILURE=continue.
+  virtual bool can_shrink() const { return false; }
+  // Collective over the survivors: a backend of this one's ranks without `excluded` (this
+  // backend's ranks), over `control` (the survivors' communicator, which it does not own). The
+  // unfinished work of this one is ended, and this one is aborted.
+  virtual result<std::unique_ptr<comm_backend>> shrink(const std::vector<int>& excluded, MPI_Comm control,
+                                                       clock::time_point deadline) {
+    (void)excluded;
+    (void)control;
+    (void)deadline;
+    return error(errc::unavailable, "this backend cannot shrink its communicator");
+  }
 };
 
 // Polls a nonblocking MPI request until it completes or `deadline` passes (then a timeout error
@@ -91,6 +105,13 @@ result<void> agree(MPI_Comm comm, const result<void>& mine, clock::time_point de
 
 result<std::unique_ptr<comm_backend>> make_host_backend(MPI_Comm comm, clock::time_point deadline);
 #if ATOMR_HAVE_NCCL
+// Makes NCCL connect a communicator's peers in its init (NCCL_RUNTIME_CONNECT=0) unless the user
+// set NCCL_RUNTIME_CONNECT: call before this process's first NCCL init (NCCL reads it once).
+// Connecting lazily, at a collective's first use of an algorithm, blocks that call until the
+// peer makes the same call: a rank blocked there cannot advance the MPI exchange its peer waits
+// on before that call (a packing plan), and both wait forever (docs/gpu-results.md, 2026-11-25,
+// fourth session).
+void connect_nccl_at_init();
 result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm comm, const std::vector<int>& devices,
                                                         clock::time_point deadline);
 #endif

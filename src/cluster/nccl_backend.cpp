@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -359,6 +361,55 @@ class nccl_backend final : public comm_backend {
     }
   }
 
+  bool can_shrink() const override {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    // The library in use, not only the headers, must have it (2.27 added ncclCommShrink). With one
+    // device per rank, this backend's ranks are the control communicator's.
+    int version = 0;
+    return members_.size() == 1 && ncclGetVersion(&version) == ncclSuccess && version >= NCCL_VERSION(2, 27, 0);
+#else
+    return false;
+#endif
+  }
+
+  result<std::unique_ptr<comm_backend>> shrink(const std::vector<int>& excluded, MPI_Comm control,
+                                               clock::time_point deadline) override {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+    if (!can_shrink() || aborted_) return error(errc::unavailable, "ncclCommShrink: the communicator is gone");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = blocking_;
+    std::vector<member> subs(1);
+    member& m = members_.front();
+    subs[0].device = m.device;
+    context::scoped_device scope(m.device);
+    auto made = [&]() -> result<void> {
+      stall_watch::scope guard(watch_, deadline, "ncclCommShrink");
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
+      // NCCL_SHRINK_ABORT: the parent's unfinished work (waiting on the failed ranks) is ended first.
+      ATOMR_TRY(
+          ATOMR_NCCL_CHECK(ncclCommShrink(m.comm, const_cast<int*>(excluded.data()), static_cast<int>(excluded.size()),
+                                          &subs[0].comm, &config, NCCL_SHRINK_ABORT)));
+      return settle(subs, deadline, "ncclCommShrink");
+    }();
+    if (made && aborted_) made = error(errc::timeout, "ncclCommShrink did not finish by its deadline");
+    if (!made) {
+      if (subs[0].comm != nullptr) ncclCommAbort(subs[0].comm);
+      abort();
+      return made.error_value();
+    }
+    abort();  // the parent: the shrink ended its work
+    ATOMR_TRY(prepare(subs));
+    int count = 0;
+    ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommCount(subs[0].comm, &count)));
+    return std::unique_ptr<comm_backend>(new nccl_backend(control, std::move(subs), count, blocking_));
+#else
+    (void)excluded;
+    (void)control;
+    (void)deadline;
+    return error(errc::unavailable, "this NCCL has no ncclCommShrink (2.27 added it)");
+#endif
+  }
+
   result<std::unique_ptr<comm_backend>> split(int color, int key, clock::time_point deadline) override {
     ATOMR_TRY(agree(control_, ok(), deadline, "splitting the world"));
     log::get("cluster")->debug("splitting the NCCL communicators: color {}, key {}", color, key);
@@ -458,8 +509,21 @@ class nccl_backend final : public comm_backend {
 
 }  // namespace
 
+void connect_nccl_at_init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* set = std::getenv("NCCL_RUNTIME_CONNECT");
+    if (set != nullptr && *set != '\0') {
+      log::get("cluster")->debug("NCCL_RUNTIME_CONNECT={} (the user's): atomr leaves it", set);
+      return;
+    }
+    ::setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+  });
+}
+
 result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const std::vector<int>& devices,
                                                         clock::time_point deadline) {
+  connect_nccl_at_init();
   int rank = 0;
   int ranks = 0;
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(control, &rank)));

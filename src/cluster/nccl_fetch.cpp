@@ -23,6 +23,7 @@
 #include "atomr/common/spin.hpp"
 #include "atomr/local/cuda_check.hpp"
 #include "atomr/local/device/cuda_events.hpp"
+#include "comm_backend.hpp"
 #include "stall_watch.hpp"
 #endif
 
@@ -330,6 +331,7 @@ struct nccl_mover::impl : std::enable_shared_from_this<impl> {
 
 result<std::unique_ptr<nccl_mover>> nccl_mover::start(std::chrono::milliseconds open_deadline,
                                                       std::chrono::milliseconds transfer_deadline) {
+  connect_nccl_at_init();  // (the world's communicators, if this process makes one later)
   auto s = std::make_shared<impl>();
   s->open_deadline = open_deadline;
   s->transfer_deadline = transfer_deadline;

@@ -11,13 +11,15 @@
 #include "world_engine.hpp"
 
 namespace atomr::cluster {
+
+// Rank 0's pick is broadcast: an id every rank of a world shares, different for every world.
+std::uint64_t detail::new_world_id() { return std::uint64_t{std::random_device{}()} << 32 | std::random_device{}(); }
+
 namespace {
+using detail::new_world_id;
 
 using detail::clock;
 using local::buffer_block;
-
-// Rank 0's pick is broadcast: an id every rank of a world shares, different for every world.
-std::uint64_t new_world_id() { return std::uint64_t{std::random_device{}()} << 32 | std::random_device{}(); }
 
 result<std::chrono::milliseconds> positive_ms(const tunable& t) {
   ATOMR_ASSIGN_OR_RETURN(const auto v, tunable_int(t));

@@ -8,6 +8,7 @@
 #include "atomr/common/log.hpp"
 #include "atomr/common/pointer_set.hpp"
 #include "atomr/common/spin.hpp"
+#include "atomr/common/tunables.hpp"
 
 namespace atomr::cluster {
 namespace {
@@ -170,12 +171,15 @@ world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backen
   if (MPI_Comm_size(control_, &control_size_) != MPI_SUCCESS) control_size_ = backend_->size();
   for (const auto& m : members_) {
     watches_.push_back(m.state()->watch([this, device = m.index()](std::uint64_t generation) {
-      fail_from_outside(error(errc::aborted, "device " + std::to_string(device) + " was rebuilt (generation " +
-                                                 std::to_string(generation) +
-                                                 "); every rank must create the world again"));
+      fail_from_outside(
+          error(errc::aborted, "device " + std::to_string(device) + " was rebuilt (generation " +
+                                   std::to_string(generation) + "); every rank must create the world again"),
+          false);
     }));
   }
   clear_fatal_failure();  // the program goes on with a new world: an earlier world's failure is behind it
+  // A program that goes on after a failure shrinks the world: keep what ncclCommShrink needs.
+  keep_on_failure_ = tunable_value(tunables::on_failure) == "continue" && backend_->can_shrink();
   if (auto ranks = world_ranks_of(control_)) world_ranks_ = std::move(ranks).value();
   failure_listener_ = add_failure_listener([this](int rank, const std::string& text) {
     if (std::find(world_ranks_.begin(), world_ranks_.end(), rank) == world_ranks_.end()) return;
@@ -209,6 +213,8 @@ world_engine::~world_engine() {
     for (auto& n : notices_) (void)n.release();
   }
   write_trace();
+  // Kept for a shrink that did not come: end its unfinished work now.
+  if (kept_.load(std::memory_order_acquire)) backend_->abort();
   if (failure_) {
     // A request may still be open on the aborted communicators; MPI must not free them under it.
     return;
@@ -328,11 +334,14 @@ result<void> world_engine::when_idle(std::function<result<void>()> f) {
   return done.get();
 }
 
-void world_engine::fail_from_outside(error e) {
+void world_engine::fail_from_outside(error e, bool may_keep) {
   {
     std::lock_guard lock(mutex_);
     if (failure_) return;  // failed already: nothing more to fail (and the thread must stay free to stop)
-    if (!outside_failure_) outside_failure_ = std::move(e);
+    if (!outside_failure_) {
+      outside_failure_ = std::move(e);
+      outside_may_keep_ = may_keep;
+    }
     outside_flag_.store(true, std::memory_order_release);
   }
   wake_.notify_one();
@@ -851,10 +860,11 @@ void world_engine::check_health() {
     std::unique_lock lock(mutex_);
     if (outside_failure_) {
       auto e = std::move(*outside_failure_);
+      const bool may_keep = outside_may_keep_;
       outside_failure_.reset();
       outside_flag_.store(false, std::memory_order_release);
       lock.unlock();
-      return fail_world(e, nullptr);
+      return fail_world(e, nullptr, true, may_keep);
     }
   }
   if (auto e = backend_->async_error()) return fail_world(*e, in_flight_.empty() ? nullptr : in_flight_.front().get());
@@ -927,10 +937,16 @@ void world_engine::poll_notices() {
   }
 }
 
-void world_engine::fail_world(error cause, const coll_request* culprit, bool tell) {
+void world_engine::fail_world(error cause, const coll_request* culprit, bool tell, bool may_keep) {
   log::get("cluster")->error("collectives failed: {}", cause.describe());
   note_fatal_failure(cause.describe());
-  backend_->abort();
+  if (keep_on_failure_ && may_keep) {
+    // Its unfinished work stays on the devices until world::shrink() (ncclCommShrink with
+    // NCCL_SHRINK_ABORT ends it) or the world's end (an abort).
+    kept_.store(true, std::memory_order_release);
+  } else {
+    backend_->abort();
+  }
   if (tell) tell_peers(cause);
   {
     std::lock_guard lock(mutex_);

@@ -16,6 +16,11 @@
 
 namespace atomr::cluster {
 
+namespace detail {
+// A fresh world id (rank 0 makes it; the others take it by broadcast).
+std::uint64_t new_world_id();
+}  // namespace detail
+
 class world_engine {
  public:
   // `id` is the same on every rank of the world and differs between worlds: failure notices from
@@ -37,8 +42,11 @@ class world_engine {
   world::stats_snapshot stats() const;
   // Runs `f` on the progress thread once everything submitted before has finished.
   result<void> when_idle(std::function<result<void>()> f);
-  // Fails the world from any thread (a device rebuild, for one).
-  void fail_from_outside(error e);
+  // Fails the world from any thread (a device rebuild, for one). `may_keep`: the backend may be
+  // kept for a shrink (can_shrink(), ATOMR_ON_FAILURE=continue) rather than aborted.
+  void fail_from_outside(error e, bool may_keep = true);
+  // True once the world failed and its backend was kept for a shrink, not aborted.
+  bool kept_after_failure() const { return kept_.load(std::memory_order_acquire); }
   // MPI_COMM_WORLD's rank of each rank of the control communicator.
   const std::vector<int>& world_ranks() const { return world_ranks_; }
 
@@ -66,7 +74,10 @@ class world_engine {
   // by_caller: an assisting caller, not the progress thread (counted in stats().assisted).
   void complete_finished(bool by_caller = false);
   void check_health();
-  void fail_world(error cause, const detail::coll_request* culprit, bool tell_peers = true);
+  void fail_world(error cause, const detail::coll_request* culprit, bool tell_peers = true, bool may_keep = true);
+  bool keep_on_failure_ = false;   // ATOMR_ON_FAILURE=continue and the backend can shrink
+  std::atomic<bool> kept_{false};  // failed, and the backend kept for a shrink
+  bool outside_may_keep_ = true;   // (under mutex_) with outside_failure_
   // Failure notices: a rank whose world fails tells the others at once (a point-to-point message
   // on the control communicator), so they fail too instead of waiting for their deadlines.
   void tell_peers(const error& cause);

@@ -11,6 +11,7 @@
 
 namespace atomr::cluster {
 namespace {
+using detail::clock;
 
 // MPI_Comm_create_group's tag on the old world's control communicator; the engine's own
 // point-to-point traffic there uses other tags.
@@ -77,14 +78,59 @@ result<std::unique_ptr<world>> world::shrink(std::vector<int> failed) {
   // The old world can never finish what it has pending: fail it, naming why.
   engine_->fail_from_outside(
       error(errc::aborted, "the world was shrunk: rank(s) " + list(failed) + " of the job failed"));
+  const auto deadline = clock::now() + engine_->options().init_timeout;
+  // Once the world has failed its progress thread no longer touches the backend.
+  while (!engine_->failure() && clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!engine_->failure()) return error(errc::timeout, "shrink: the world's progress thread did not stop its work");
   ATOMR_ASSIGN_OR_RETURN(MPI_Comm next, survivors_comm(engine_->control(), left_out));
-  auto shrunk = world::create(next, engine_->members(), engine_->options());  // keeps its own duplicate
-  MPI_Comm_free(&next);
+  auto shrunk = shrink_backend(next, left_out, deadline);
   if (shrunk) {
+    log::get("cluster")->info("world shrunk from {} to {} ranks with ncclCommShrink, leaving out rank(s) {} of the job",
+                              members.size(), members.size() - left_out.size(), list(failed));
+    return shrunk;
+  }
+  if (shrunk.error_value().code() != errc::unavailable) {
+    log::get("cluster")->warn("shrink: {}; creating a world of the living ranks instead",
+                              shrunk.error_value().describe());
+  }
+  engine_->backend().abort();  // (a backend kept for ncclCommShrink that did not serve)
+  auto fresh = world::create(next, engine_->members(), engine_->options());  // keeps its own duplicate
+  MPI_Comm_free(&next);
+  if (fresh) {
     log::get("cluster")->info("world shrunk from {} to {} ranks, leaving out rank(s) {} of the job", members.size(),
                               members.size() - left_out.size(), list(failed));
   }
-  return shrunk;
+  return fresh;
+}
+
+// The survivors' world out of this one's backend (ncclCommShrink), where every survivor kept its
+// communicator for it; takes `next` on success. unavailable: some survivor could not (the caller
+// creates a fresh world); any other error: the shrink itself failed on some survivor.
+result<std::unique_ptr<world>> world::shrink_backend(MPI_Comm next, const std::vector<int>& left_out,
+                                                     clock::time_point deadline) {
+  // Every survivor takes the same path.
+  int kept = engine_->kept_after_failure() ? 1 : 0;
+  {
+    MPI_Request q = MPI_REQUEST_NULL;
+    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &kept, 1, MPI_INT, MPI_MIN, next, &q)));
+    ATOMR_TRY(detail::wait_mpi(q, deadline, "agreeing how to shrink"));
+  }
+  if (kept == 0) return error(errc::unavailable, "not every survivor kept its communicator for ncclCommShrink");
+  auto sub = engine_->backend().shrink(left_out, next, deadline);
+  const auto agreed = detail::agree(next, sub ? ok() : result<void>(sub.error_value()), deadline,
+                                    "shrinking the NCCL communicator (ncclCommShrink)");
+  if (!agreed) {
+    if (sub) (*sub)->abort();  // the others could not: this one's new communicator is not used
+    return agreed.error_value();
+  }
+  std::uint64_t id = 0;
+  int me = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(next, &me)));
+  if (me == 0) id = detail::new_world_id();
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Bcast(&id, 1, MPI_UINT64_T, 0, next)));
+  auto engine =
+      std::make_shared<world_engine>(next, std::move(sub).value(), engine_->members(), engine_->options(), id);
+  return std::unique_ptr<world>(new world(std::move(engine)));
 }
 
 }  // namespace atomr::cluster

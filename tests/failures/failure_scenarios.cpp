@@ -57,7 +57,9 @@ class reply_keeper : public al::actor<keep_reply> {
 };
 
 // shrink: the survivors' all_reduce has failed (rank 1 stopped); they build a world of the living
-// ranks and reduce on it: ranks 0, 2 and 3 each add rank + 1, so the sum is 1 + 3 + 4 = 8.
+// ranks and reduce on it: ranks 0, 2 and 3 each add rank + 1, so the sum is 1 + 3 + 4 = 8. The old
+// world's buffer stays allocated until the new world has reduced (the old world's unfinished
+// work may still reference it until the shrink ends it).
 int go_on_shrunk(atomr::cluster::world& old, const al::device& dev, int rank,
                  std::chrono::steady_clock::time_point t0) {
   auto smaller = old.shrink();
@@ -175,7 +177,12 @@ int main(int argc, char** argv) {
   }
 
   al::actor_system system;
-  auto dev = al::device::start(system, 0, al::device_kind::host).value();
+  // ATOMR_SCENARIO_DEVICE=cuda: each rank's world runs on GPU 0 with NCCL (the GPU machine; ranks
+  // sharing one GPU need NCCL_HOSTID per rank, launch/own-nccl-host), so that shrink goes through
+  // ncclCommShrink.
+  const char* kind = std::getenv("ATOMR_SCENARIO_DEVICE");
+  const bool cuda = kind != nullptr && std::string(kind) == "cuda";
+  auto dev = al::device::start(system, 0, cuda ? al::device_kind::cuda : al::device_kind::host).value();
   auto options = atomr::cluster::world_options::from_environment().value();
   auto world = atomr::cluster::world::create((*session)->world(), {dev}, options);
   if (!world) {

@@ -115,9 +115,14 @@ class world {
   // has declared failed so far. Collective over the living ranks only: every survivor calls it
   // with the same set. This world fails (its pending requests end with an error) and stays
   // failed. The new communicator comes from MPI_Comm_create_group, which only the members of the
-  // new group take part in (MPI_Comm_split would wait for the dead rank too); the NCCL backend
-  // then creates a fresh communicator over it. Fails with invalid_argument if no rank of this
-  // world failed, or if this rank is among `failed`.
+  // new group take part in (MPI_Comm_split would wait for the dead rank too). The NCCL backend
+  // makes the survivors' communicator out of the old one with ncclCommShrink (NCCL_SHRINK_ABORT,
+  // which first ends the old one's unfinished work) where NCCL has it (2.27 and up) and every
+  // rank has one GPU: under ATOMR_ON_FAILURE=continue a failed NCCL world keeps its communicator
+  // for that (its unfinished work stays on the GPU, so keep the buffers of failed requests until
+  // the shrink or the world's end, which aborts it). Otherwise the survivors create a fresh
+  // communicator. Fails with invalid_argument if no rank of this world failed, or if this rank is
+  // among `failed`.
   result<std::unique_ptr<world>> shrink(std::vector<int> failed = {});
 
   // One buffer per local member.
@@ -197,6 +202,8 @@ class world {
 
  private:
   explicit world(std::shared_ptr<world_engine> engine);
+  result<std::unique_ptr<world>> shrink_backend(MPI_Comm next, const std::vector<int>& left_out,
+                                                std::chrono::steady_clock::time_point deadline);
   result<std::unique_ptr<detail::coll_request>> make_request(coll_spec spec) const;
   template <local::device_element T>
   future<void> one(coll_kind kind, const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv,

@@ -21,8 +21,10 @@ using clock = std::chrono::steady_clock;
 constexpr int k_heartbeat_tag = 0x4c01;
 constexpr int k_goodbye_tag = 0x4c02;
 constexpr int k_notice_tag = 0x4c03;
-constexpr int k_name_tag = 0x4c04;  // "rank r (node h, pid p)", to the rank that watches the sender
-constexpr int k_notice_max = 4096;  // a notice is the culprit's rank and one line of text
+constexpr int k_name_tag = 0x4c04;          // "rank r (node h, pid p)", to the rank that watches the sender
+constexpr int k_subtree_left_tag = 0x4c05;  // to the tree parent: this rank and its subtree have left
+constexpr int k_all_left_tag = 0x4c06;      // down the tree: every rank has left
+constexpr int k_notice_max = 4096;          // a notice is the culprit's rank and one line of text
 
 // The running liveness, for the atexit handler (a rank that exits without finishing).
 std::atomic<liveness*> g_live{nullptr};
@@ -133,6 +135,11 @@ liveness::liveness(MPI_Comm comm, int rank, int size, liveness_options options, 
       last_heard_(static_cast<std::size_t>(size), clock::now()),
       gone_(static_cast<std::size_t>(size), 0),
       left_(static_cast<std::size_t>(size), 0) {
+  // Binomial tree: the parent clears the lowest set bit; the children add the powers of two below it.
+  if (rank_ > 0) parent_ = rank_ & (rank_ - 1);
+  const int below = rank_ == 0 ? size_ : (rank_ & -rank_);
+  for (int step = 1; step < below && rank_ + step < size_; step <<= 1) children_.push_back(rank_ + step);
+  child_left_.assign(children_.size(), 0);
   if (size_ > 1) thread_ = std::thread([this] { run(); });
 }
 
@@ -145,11 +152,34 @@ void liveness::leave() {
       leave_cause_ = std::move(*text);
     }
   }
-  // Goodbye: the others stop watching this rank.
-  send_all(k_goodbye_tag, rank_, "", -1);
+  // Goodbye to the rank that watches this one (it stops watching); the tree reports follow from
+  // the thread. After a failure (or a fatal one of this rank's collectives, which a failed rank
+  // may be behind) goodbyes go to every rank as well. handle_failure() does the same: whichever
+  // of the two sees the other's flag, at least one says goodbye to all.
+  {
+    std::lock_guard lock(left_mutex_);
+    if (leave_by_) flat_ = true;
+  }
+  send_byte(neighbour(+1), k_goodbye_tag);
   leaving_ = true;
+  if (flat_) say_goodbye_to_all();
   std::unique_lock lock(left_mutex_);
   left_cv_.wait(lock, [this] { return everyone_left_; });
+}
+
+void liveness::send_byte(int to, int tag) {
+  static const char byte = 0;
+  if (to == rank_) return;
+  std::lock_guard lock(send_mutex_);
+  MPI_Request q = MPI_REQUEST_NULL;
+  // Best effort, like every liveness message: a rank that misses it is covered by the watch.
+  if (MPI_Isend(&byte, 1, MPI_BYTE, to, tag, comm_, &q) == MPI_SUCCESS) sends_.push_back(q);
+  leave_messages_.fetch_add(1);
+}
+
+void liveness::say_goodbye_to_all() {
+  send_all(k_goodbye_tag, rank_, "", -1);
+  leave_messages_.fetch_add(static_cast<std::uint64_t>(size_ - 1));
 }
 
 liveness::~liveness() {
@@ -281,6 +311,8 @@ void liveness::handle_failure(int culprit, const std::string& text) {
     std::lock_guard lock(failed_mutex_);
     failed_.emplace_back(culprit, text);
   }
+  // The failed rank's part of the leaving tree will never report: goodbyes go to every rank.
+  if (!flat_.exchange(true) && leaving_) say_goodbye_to_all();
   // Watching a new predecessor starts now.
   last_heard_[static_cast<std::size_t>(neighbour(-1))] = clock::now();
 }
@@ -290,12 +322,26 @@ void liveness::watch_the_leaving() {
     const auto i = static_cast<std::size_t>(r);
     return r != rank_ && !gone_[i] && !left_[i];
   };
+  // The tree: report up once this rank and its subtree have left; the root's report is "all left",
+  // which every rank passes on to its children.
+  if (!reported_up_ && std::all_of(child_left_.begin(), child_left_.end(), [](char c) { return c != 0; })) {
+    reported_up_ = true;
+    if (parent_ >= 0) {
+      send_byte(parent_, k_subtree_left_tag);
+    } else {
+      tree_all_left_ = true;
+    }
+  }
+  if (tree_all_left_ && !sent_down_) {
+    sent_down_ = true;
+    for (const int child : children_) send_byte(child, k_all_left_tag);
+  }
   int remaining = 0;
   for (int r = 0; r < size_; ++r) remaining += staying(r) ? 1 : 0;
   const bool watcher = staying(neighbour(-1));  // of a rank that has not left: it knows its name and pid
   std::unique_lock lock(left_mutex_);
   if (everyone_left_) return;
-  if (remaining == 0) {
+  if (remaining == 0 || tree_all_left_) {
     everyone_left_ = true;
     left_cv_.notify_all();
     return;
@@ -353,6 +399,11 @@ void liveness::run() {
       last_heard_[from] = clock::now();
       if (status.MPI_TAG == k_goodbye_tag) {
         left_[from] = 1;
+      } else if (status.MPI_TAG == k_subtree_left_tag) {
+        const auto child = std::find(children_.begin(), children_.end(), status.MPI_SOURCE);
+        if (child != children_.end()) child_left_[static_cast<std::size_t>(child - children_.begin())] = 1;
+      } else if (status.MPI_TAG == k_all_left_tag) {
+        tree_all_left_ = true;
       } else if (status.MPI_TAG == k_name_tag) {
         std::lock_guard lock(names_mutex_);
         names_[status.MPI_SOURCE] = std::string(buffer.data(), static_cast<std::size_t>(count));

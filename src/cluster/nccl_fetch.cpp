@@ -121,6 +121,9 @@ struct nccl_mover::impl : std::enable_shared_from_this<impl> {
   std::condition_variable wake;
   std::map<channel_key, std::shared_ptr<channel>> channels;
   std::map<std::tuple<int, int, int>, std::uint64_t> receiving;  // (owner, owner device, device) -> number
+  // Owner side: channels that failed here, by (consumer, number), and why. A consumer that asks on
+  // one again (its side did not fail) is refused rather than opened anew with a spent unique id.
+  std::map<std::pair<int, std::uint64_t>, std::string> spent;
   std::uint64_t next_number = 1;
   std::vector<std::pair<int, std::string>> failed_peers;  // since the mover's last turn
   int openers = 0;
@@ -223,6 +226,7 @@ struct nccl_mover::impl : std::enable_shared_from_this<impl> {
     }
     ch.st = channel::state::failed;
     ch.why = e.describe();
+    if (ch.sender) spent.emplace(std::make_pair(ch.peer, ch.number), ch.why);
     for (auto& t : ch.issued) calls.emplace_back(std::move(t.done), e);
     for (auto& [seq, t] : ch.waiting) {
       if (!ch.sender) t.block->write_enqueued(t.ticket, nullptr);  // later writers need not wait for it
@@ -388,6 +392,10 @@ result<std::uint64_t> nccl_mover::send(int consumer, std::uint64_t number, const
   {
     std::lock_guard lock(impl_->mutex);
     if (impl_->stopping) return error(errc::aborted, "nccl: the buffer registry stopped");
+    if (const auto it = impl_->spent.find({consumer, number}); it != impl_->spent.end()) {
+      return error(errc::unavailable, "nccl: channel " + std::to_string(number) + " of rank " +
+                                          std::to_string(consumer) + " failed here earlier: " + it->second);
+    }
     auto& ch = impl_->channels[{consumer, true, number}];
     if (!ch) {
       ch = std::make_shared<channel>();

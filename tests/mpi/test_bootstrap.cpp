@@ -3,11 +3,13 @@
 #include <mpi.h>
 
 #include <cereal/types/string.hpp>
+#include <chrono>
 #include <map>
 #include <set>
 
 #include "atomr/cluster/gather.hpp"
 #include "atomr/cluster/launch_env.hpp"
+#include "atomr/cluster/liveness.hpp"
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/common/context.hpp"
@@ -102,6 +104,31 @@ TEST(Bootstrap, FailedMpiCallIsAnErrorNamingCallAndRank) {
   const auto& msg = r.error_value().message();
   EXPECT_NE(msg.find("MPI_Send(&value, 1, MPI_INT, size, 0, (*session)->world()) failed: "), std::string::npos) << msg;
   EXPECT_NE(msg.find("[rank " + std::to_string((*session)->identity().world_rank) + "]"), std::string::npos) << msg;
+}
+
+// Leaving goes up a binomial tree and back down: every rank returns from leave() once all have
+// left, having sent at most 2 + ceil(log2 P) messages (a goodbye to its watcher, a report to its
+// parent, "all left" to its children), not a goodbye to every rank.
+TEST(Bootstrap, LeavingTakesLogPMessagesPerRank) {
+  auto session = cluster::mpi_session::start(nullptr, nullptr);
+  ASSERT_TRUE(session) << session.error_value();
+  const int size = (*session)->identity().world_size;
+  if (size < 2) GTEST_SKIP() << "needs 2 ranks";
+  cluster::liveness_options options;
+  options.period = std::chrono::milliseconds(100);
+  options.timeout = std::chrono::seconds(30);
+  auto live = cluster::liveness::start(MPI_COMM_WORLD, (*session)->identity(), options);
+  ASSERT_TRUE(live) << live.error_value();
+  (*live)->leave();
+  int log2p = 0;
+  while ((1 << log2p) < size) ++log2p;
+  const auto sent = (*live)->leave_messages();
+  EXPECT_GE(sent, 1u);
+  EXPECT_LE(sent, static_cast<std::uint64_t>(2 + log2p)) << "rank " << (*session)->identity().world_rank;
+  // Rank 0 (the root) sent "all left" to each of its children, so every rank heard the end.
+  std::uint64_t most = sent;
+  MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_LE(most, static_cast<std::uint64_t>(2 + log2p));
 }
 
 }  // namespace

@@ -81,7 +81,11 @@ class liveness {
   // heartbeat thread.
   static result<std::unique_ptr<liveness>> start(MPI_Comm world, const node_identity& me, liveness_options options);
   // Says goodbye (the others stop watching this rank) and waits, still watching, until every
-  // other rank has said goodbye or failed. Under ATOMR_ON_FAILURE=abort a rank found failed
+  // other rank has said goodbye or failed. The goodbyes go up a binomial tree (a rank reports to
+  // its parent once it and its subtree have left; rank 0 then sends "all left" down the tree) and
+  // to the rank that watches this one: O(log P) messages per rank, not a goodbye to every rank.
+  // Once a rank has failed (or this rank's collectives failed, note_fatal_failure) the tree cannot
+  // be relied on, and every rank also says goodbye to every rank. Under ATOMR_ON_FAILURE=abort a rank found failed
   // meanwhile ends the job; after note_fatal_failure() the wait is bounded by the heartbeat
   // timeout (twice that on ranks that do not watch a stuck rank: its watcher knows its pid), and
   // then this rank ends the job naming the ranks that did not finish. Called once,
@@ -92,6 +96,8 @@ class liveness {
   liveness(const liveness&) = delete;
   liveness& operator=(const liveness&) = delete;
 
+  // Messages this rank sent to leave (goodbyes, tree reports, "all left"), for tests.
+  std::uint64_t leave_messages() const { return leave_messages_.load(); }
   // Ranks found dead so far (with ATOMR_ON_FAILURE=continue), and why.
   std::vector<std::pair<int, std::string>> failed_ranks() const;
   // "rank 3 (node n1, pid 1234)" for this rank and the ranks it has watched; "rank 3" for others.
@@ -110,6 +116,10 @@ class liveness {
   // the bound set after a fatal failure has passed.
   void watch_the_leaving();
   int neighbour(int step) const;  // the next (+1) or previous (-1) rank not failed
+  // To `to`, a message of one byte under `tag` (a leaving message: counted).
+  void send_byte(int to, int tag);
+  // Goodbyes to every rank: once the tree cannot be relied on (a failure).
+  void say_goodbye_to_all();
   friend void liveness_at_exit();
 
   MPI_Comm comm_;
@@ -135,6 +145,16 @@ class liveness {
   std::mutex left_mutex_;
   std::condition_variable left_cv_;
   bool everyone_left_ = false;  // every other rank said goodbye or failed (under left_mutex_)
+  // The leaving tree (binomial, rooted at rank 0): parent (-1 at the root), children, and which
+  // children have reported that their subtree left; "all left" seen or made (at the root).
+  int parent_ = -1;
+  std::vector<int> children_;
+  std::vector<char> child_left_;
+  bool reported_up_ = false;
+  bool tree_all_left_ = false;
+  bool sent_down_ = false;
+  std::atomic<bool> flat_{false};  // a failure: goodbyes go to every rank too
+  std::atomic<std::uint64_t> leave_messages_{0};
   std::optional<std::chrono::steady_clock::time_point> leave_by_;  // after a fatal failure
   std::string leave_cause_;                                        // that failure
   std::thread thread_;

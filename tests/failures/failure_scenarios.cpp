@@ -2,7 +2,8 @@
 // rank runs all_reduces on the host backend; after 20 of them rank 1 stops itself (SIGSTOP, a hung
 // node), kills itself (SIGKILL), or exits with code 1. The others keep reducing, so they wait on
 // it: liveness must name it and end the job.
-//   failure_scenarios stop|kill|exit1|exit1_cause|timeout|hang|none|late|continue|router|router_reversed|fetch|shrink
+//   failure_scenarios stop|kill|exit1|exit1_cause|timeout|hang|none|late|continue|router|router_reversed|fetch|
+//                     fetch_inflight|shrink
 // none: nobody misbehaves (no false alarm; prints "all ranks done"). late: nobody misbehaves, but
 // rank 3 works on for longer than the heartbeat timeout after the others have ended (no false
 // alarm while they wait for it). continue: rank 1 stops, and
@@ -10,7 +11,9 @@
 // then end the stopped rank themselves (it cannot end its own job) and leave. router: the same,
 // but the survivors are waiting on an ask (deadline 60 s) to an actor on rank 1 when it stops;
 // the ask must fail as soon as liveness names the rank. fetch: the same for a fetch of a buffer
-// rank 1 exported, in flight when it stops. shrink: ATOMR_ON_FAILURE=continue; rank 1 stops during
+// rank 1 exported, in flight when it stops. fetch_inflight: rank 0 fetches rank 1's 1 GiB buffer
+// twice (on GPUs, by NCCL with ATOMR_FETCH_NCCL=1), and rank 1 stops while the bytes of the second
+// are moving. shrink: ATOMR_ON_FAILURE=continue; rank 1 stops during
 // the all_reduces; the others' pending all_reduce fails as soon as liveness names it, and they go
 // on with world::shrink(). timeout (run with a collective deadline shorter than the heartbeat
 // timeout): rank 1 stops; the others' all_reduce times out first, they end, and the session must
@@ -97,6 +100,11 @@ int main(int argc, char** argv) {
   const int pid = static_cast<int>(::getpid());
   MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, (*session)->world());
 
+  // ATOMR_SCENARIO_DEVICE=cuda: each rank's world runs on GPU 0 with NCCL (the GPU machine; ranks
+  // sharing one GPU need NCCL_HOSTID per rank, launch/own-nccl-host), so that shrink goes through
+  // ncclCommShrink, and fetches go GPU to GPU.
+  const char* kind = std::getenv("ATOMR_SCENARIO_DEVICE");
+  const bool cuda = kind != nullptr && std::string(kind) == "cuda";
   al::actor_system early;
   std::unique_ptr<atomr::cluster::router> router;
   std::optional<atomr::local::future<int>> waiting;
@@ -118,6 +126,37 @@ int main(int argc, char** argv) {
     auto into = fetch_dev->allocate<float>(1 << 20).get().value();
     fetching = registry->fetch(all[1], into);
   }
+  if (mode == "fetch_inflight") {
+    // Rank 0 fetches rank 1's 1 GiB buffer once (on GPUs with ATOMR_FETCH_NCCL=1 the NCCL channel
+    // opens, and the transfer's time is known), then again; rank 1 stops a third of that time
+    // after the second fetch began, so it fails in flight, with liveness's words and at once.
+    router = std::move(atomr::cluster::router::start((*session)->world(), early).value());
+    fetch_dev = al::device::start(early, 0, cuda ? al::device_kind::cuda : al::device_kind::host).value();
+    registry = std::move(atomr::cluster::buffer_registry::start((*session)->world(), *router, {*fetch_dev}).value());
+    auto mine = fetch_dev->allocate<float>(std::size_t{1} << 28).get().value();
+    auto handle = registry->export_buffer(mine).get().value();
+    MPI_Bcast(&handle, sizeof(handle), MPI_BYTE, 1, (*session)->world());
+    double first_s = 0;
+    if (rank == 0) {
+      auto into = fetch_dev->allocate<float>(std::size_t{1} << 28).get().value();
+      const auto start = std::chrono::steady_clock::now();
+      if (auto once = registry->fetch(handle, into).get(); !once) {
+        std::fprintf(stderr, "rank 0: first fetch: %s\n", once.error_value().describe().c_str());
+        return 5;
+      }
+      first_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("rank 0: first fetch of 1 GiB by %s took %.3f s\n",
+                  std::string(atomr::cluster::to_string(registry->route_from(1))).c_str(), first_s);
+      std::fflush(stdout);
+      fetching = registry->fetch(handle, into);
+      MPI_Send(&first_s, 1, MPI_DOUBLE, 1, 9, (*session)->world());
+    } else if (rank == 1) {
+      MPI_Recv(&first_s, 1, MPI_DOUBLE, 0, 9, (*session)->world(), MPI_STATUS_IGNORE);
+      // Failure injection, not synchronization: the stop must land while the bytes are moving.
+      std::this_thread::sleep_for(std::chrono::duration<double>(first_s / 3));
+      ::raise(SIGSTOP);
+    }
+  }
   if (mode == "router" || mode == "router_reversed") {
     // router_reversed: the router runs on a communicator whose ranks are the world's in reverse
     // (liveness names world rank 1, the router must fail its own rank size - 2).
@@ -136,7 +175,8 @@ int main(int argc, char** argv) {
                     .ask<int>([](al::reply_to<int> r) { return keep_reply{std::move(r)}; }, std::chrono::seconds(60));
     }
   }
-  if (mode == "continue" || mode == "router" || mode == "router_reversed" || mode == "fetch") {
+  if (mode == "continue" || mode == "router" || mode == "router_reversed" || mode == "fetch" ||
+      mode == "fetch_inflight") {
     if (rank == 1) ::raise(SIGSTOP);
     if (fetching) {
       auto got = fetching->get();
@@ -177,11 +217,6 @@ int main(int argc, char** argv) {
   }
 
   al::actor_system system;
-  // ATOMR_SCENARIO_DEVICE=cuda: each rank's world runs on GPU 0 with NCCL (the GPU machine; ranks
-  // sharing one GPU need NCCL_HOSTID per rank, launch/own-nccl-host), so that shrink goes through
-  // ncclCommShrink.
-  const char* kind = std::getenv("ATOMR_SCENARIO_DEVICE");
-  const bool cuda = kind != nullptr && std::string(kind) == "cuda";
   auto dev = al::device::start(system, 0, cuda ? al::device_kind::cuda : al::device_kind::host).value();
   auto options = atomr::cluster::world_options::from_environment().value();
   auto world = atomr::cluster::world::create((*session)->world(), {dev}, options);

@@ -355,7 +355,7 @@ int run_bench_fetch(const std::string& program, const std::vector<std::string>& 
                     ? " (a 1-byte MPI request, ncclSend/ncclRecv on a two-rank communicator, stream synchronize)"
                 : gpu ? " (cudaMemcpy to pinned memory, MPI_Send/Recv, cudaMemcpy)"
                       : " (MPI_Send/MPI_Recv)")
-            << " with a one-byte answer.\n\n";
+            << (path == 2 ? ".\n\n" : " with a one-byte answer.\n\n");
   text_table t({"bytes", "iters", "raw us", "atomr us", "+us", "raw GB/s", "atomr GB/s", "raw/atomr"});
   nlohmann::json out = nlohmann::json::array();
   for (const auto& row : rows) {

@@ -284,6 +284,11 @@ void world_engine::hand_over(Accept&& accept_all) {
   if (issuing.owns_lock()) {
     take_inbox();
     issue_ready();
+    // A caller that polls its futures (assist) finishes what completed at once: else the
+    // progress thread, kicked above, often took the lock first and the caller's poll waited for
+    // its turn (the "done" stage: 1.6-1.8 us per 8 B all_reduce on the GPU machine at one rank,
+    // where nothing is waited for).
+    if (assist_hook_) complete_finished(true);
   }
   wake_.notify_one();
 }

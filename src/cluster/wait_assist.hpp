@@ -20,8 +20,14 @@ class assist_stamp {
  public:
   using clock = std::chrono::steady_clock;
   static constexpr auto k_window = std::chrono::microseconds(20);
+  static constexpr clock::duration k_refresh = std::chrono::microseconds(2);
 
-  void mark() noexcept { at_.store(clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+  // Written only once the stamp has aged a little: the progress thread reads this line while it
+  // spins, and a caller polling in a loop would otherwise take the line from it on every look.
+  void mark() noexcept {
+    const auto now = clock::now().time_since_epoch().count();
+    if (now - at_.load(std::memory_order_relaxed) > k_refresh.count()) at_.store(now, std::memory_order_relaxed);
+  }
   bool recent(clock::time_point now) const noexcept {
     const auto at = at_.load(std::memory_order_relaxed);
     return at != 0 && now - clock::time_point(clock::duration(at)) < k_window;

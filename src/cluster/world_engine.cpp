@@ -278,17 +278,26 @@ void world_engine::hand_over(Accept&& accept_all) {
   {
     std::lock_guard lock(mutex_);
     accept_all();
-    // The progress thread must look at what this caller issues (it polls the completions).
-    if (issuing.owns_lock()) kick_.store(true, std::memory_order_release);
+    if (issuing.owns_lock()) take_inbox_locked();  // this caller issues them: no second look at the inbox
   }
   if (issuing.owns_lock()) {
-    take_inbox();
+    // The caller polls for this request next (its future's wait): keep the progress thread off
+    // the issue lock meanwhile, rather than have the two take turns on it.
+    if (assist_hook_) assisted_.mark();
     issue_ready();
     // A caller that polls its futures (assist) finishes what completed at once: else the
-    // progress thread, kicked above, often took the lock first and the caller's poll waited for
-    // its turn (the "done" stage: 1.6-1.8 us per 8 B all_reduce on the GPU machine at one rank,
-    // where nothing is waited for).
+    // progress thread often took the lock first and the caller's poll waited for its turn (the
+    // "done" stage: 1.6-1.8 us per 8 B all_reduce on the GPU machine at one rank, where nothing
+    // is waited for).
     if (assist_hook_) complete_finished(true);
+    // The progress thread polls what is left (and is the watchdog for it). What finished here
+    // needs nothing from it: kicking it anyway had it take the locks this caller takes next.
+    const bool left = !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty();
+    if (!left) return;
+    {
+      std::lock_guard lock(mutex_);
+      kick_.store(true, std::memory_order_release);
+    }
   }
   wake_.notify_one();
 }
@@ -367,26 +376,37 @@ void world_engine::run() {
     return inbox_flag_.load(std::memory_order_acquire) || outside_flag_.load(std::memory_order_acquire) ||
            kick_.load(std::memory_order_acquire);
   };
+  // The spins below look at the clock (and at the caller's assist stamp, a line the caller
+  // writes) only every k_looks turns: the GPU machine's profile (docs/benchmarks.md) had this
+  // thread spending half its time in clock reads and in allocating a task list per turn, on
+  // cores the callers need.
+  constexpr unsigned k_looks = 32;
+  std::vector<std::function<void()>> tasks;
   while (true) {
-    std::deque<std::function<void()>> tasks;
-    const auto now = clock::now();
-    const auto quiet = now - last_change;
-    if (!busy && quiet < k_idle_spin && !flagged()) {
-      relax();
-      continue;
+    tasks.clear();
+    if (!busy && !flagged()) {
+      const auto until = last_change + k_idle_spin;
+      for (unsigned i = 1; !flagged() && ((i % k_looks) != 0 || clock::now() < until); ++i) relax();
     }
+    auto now = clock::now();
     // A caller is polling for its own request (assist): leave the issue lock and MPI to it, but
     // keep the watchdog's turn (deadlines, failure notices) every 100 us.
     if (assisted_.recent(now) && now - last_health_ < std::chrono::microseconds(100) &&
         !outside_flag_.load(std::memory_order_acquire)) {
       // Where cores are scarce, a spinning bystander takes the caller's (or its peer's) core.
-      if (spin_relax::plenty()) {
-        relax();
-      } else {
+      if (!relax.plenty_here()) {
         std::this_thread::sleep_for(detail::assist_stamp::k_window);
+        continue;
+      }
+      for (unsigned i = 1; (i % k_looks) != 0 || (assisted_.recent(now = clock::now()) &&
+                                                  now - last_health_ < std::chrono::microseconds(100));
+           ++i) {
+        if (outside_flag_.load(std::memory_order_acquire)) break;
+        relax();
       }
       continue;
     }
+    const auto quiet = now - last_change;
     // The lock is taken only to sleep or back off: while busy, new requests show in the flags.
     if (!busy || quiet > std::chrono::milliseconds(2)) {
       std::unique_lock lock(mutex_);
@@ -441,6 +461,10 @@ void world_engine::run() {
 void world_engine::take_inbox() {
   if (!inbox_flag_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mutex_);
+  take_inbox_locked();
+}
+
+void world_engine::take_inbox_locked() {
   while (!inbox_.empty()) {
     inbox_.front()->stamp(trace_stage::taken);
     queue_.push_back(std::move(inbox_.front()));

@@ -64,6 +64,7 @@ class world_engine {
   std::shared_ptr<assist_hook> assist_hook_;
   detail::assist_stamp assisted_;  // when a caller last assisted
   void take_inbox();
+  void take_inbox_locked();  // under mutex_ and issue_mutex_
   void issue_ready();
   bool start_issue();
   // Packing plans: one exchange agrees how up to `k_plan_most` queued all_reduces are batched.
@@ -103,7 +104,7 @@ class world_engine {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::unique_ptr<detail::coll_request>> inbox_;
-  std::deque<std::function<void()>> idle_tasks_;
+  std::vector<std::function<void()>> idle_tasks_;
   std::optional<error> failure_;
   std::optional<error> outside_failure_;
   std::uint64_t next_seq_ = 1;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "atomr/common/context.hpp"
+#include "atomr/common/spin.hpp"
 #include "atomr/local/cuda_check.hpp"
 #include "atomr/local/device/cuda_events.hpp"
 #include "atomr/local/device/device_backend.hpp"
@@ -58,8 +59,12 @@ class completion_waiter {
         const auto seen = queued_.load(std::memory_order_acquire);
         lock.unlock();
         const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-        while (queued_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
-          std::this_thread::yield();
+        // With the pause hint where cores are plenty: a yield is a system call, and this look
+        // is on the path of every completion (the GPU machine's profile: 44 % of this thread).
+        const spin_relax relax;
+        for (unsigned i = 1; queued_.load(std::memory_order_acquire) == seen; ++i) {
+          relax();
+          if ((i & 63) == 0 && std::chrono::steady_clock::now() >= until) break;
         }
         lock.lock();
       }

@@ -26,7 +26,7 @@ class spin_relax {
 
   // One wait between two looks.
   void operator()() const noexcept {
-    if (plenty()) {
+    if (plenty_) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #elif defined(__aarch64__)
@@ -59,6 +59,8 @@ class spin_relax {
     if (count != nullptr) *count = n;
     return out;
   }
+  // plenty(), read once for this object: loops call it between every two looks.
+  bool plenty_here() const noexcept { return plenty_; }
   static bool plenty() noexcept {
     static const bool value = cpus_per_rank() >= k_plenty;
     return value;
@@ -84,6 +86,9 @@ class spin_relax {
     }
     return 1;
   }
+
+ private:
+  bool plenty_ = plenty();
 };
 
 }  // namespace atomr

@@ -81,8 +81,8 @@ inline constexpr tunable fetch_nccl{
     "buffer fetches between GPU ranks by NCCL send/recv: auto (where CUDA IPC does not serve), 1 (first), 0 (never)"};
 
 inline constexpr tunable dedicated_look{
-    "dedicated_look_us", "ATOMR_DEDICATED_LOOK_US", "0",
-    "an actor thread of its own (device actors) looks for work this long before it sleeps, us (0: a short spin)"};
+    "dedicated_look_us", "ATOMR_DEDICATED_LOOK_US", "100",
+    "an actor thread of its own (device actors) looks for work this long before it sleeps, us (0: sleeps at once)"};
 
 inline constexpr tunable wait_assist{
     "wait_assist", "ATOMR_WAIT_ASSIST", "auto",

@@ -20,9 +20,9 @@
 namespace atomr::local {
 
 struct system_config {
-  std::size_t pool_threads = 0;     // 0: the number of hardware threads
-  int spin_iterations = 20000;      // spin before an idle thread sleeps (a few microseconds)
-  std::size_t batch = 256;          // messages an actor handles per scheduling
+  std::size_t pool_threads = 0;  // 0: the number of hardware threads
+  int spin_iterations = 20000;   // 0: an idle dedicated thread sleeps at once (else it looks ATOMR_DEDICATED_LOOK_US)
+  std::size_t batch = 256;       // messages an actor handles per scheduling
   supervisor_strategy top_level{};  // for actors spawned by the system itself
 };
 

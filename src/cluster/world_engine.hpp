@@ -126,6 +126,10 @@ class world_engine {
   // Set (under mutex_) when a caller issued: the progress thread must poll what it issued.
   alignas(64) std::atomic<bool> kick_{false};
   std::deque<std::unique_ptr<detail::coll_request>> queue_;
+  // Scratch lists of the issuing side, kept for their capacity (under issue_mutex_).
+  detail::member_waits scratch_waits_, scratch_mine_;
+  std::vector<std::unique_ptr<detail::coll_request>> scratch_batch_;
+  std::vector<detail::coll_request*> scratch_raw_;
   std::deque<std::unique_ptr<detail::coll_request>> in_flight_;
   struct exchange;
   std::unique_ptr<exchange> exchange_;

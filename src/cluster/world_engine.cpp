@@ -260,6 +260,11 @@ void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point dea
     r->trace.caller_thread = this_thread_id();
     r->stamp(trace_stage::submitted);
   }
+  if (accept_direct_) {
+    r->stamp(trace_stage::taken);
+    queue_.push_back(std::move(r));
+    return;
+  }
   inbox_.push_back(std::move(r));
   inbox_flag_.store(true, std::memory_order_release);
 }
@@ -280,8 +285,12 @@ void world_engine::hand_over(Accept&& accept_all) {
   }
   {
     std::lock_guard lock(mutex_);
+    // A caller that issues them itself queues them at once: no trip through the inbox, whose
+    // flag the progress thread reads while it spins.
+    if (issuing.owns_lock()) take_inbox_locked();  // (earlier callers' requests go first)
+    accept_direct_ = issuing.owns_lock();
     accept_all();
-    if (issuing.owns_lock()) take_inbox_locked();  // this caller issues them: no second look at the inbox
+    accept_direct_ = false;
   }
   if (issuing.owns_lock()) {
     // The caller polls for this request next (its future's wait): keep the progress thread off
@@ -297,6 +306,9 @@ void world_engine::hand_over(Accept&& accept_all) {
     // needs nothing from it: kicking it anyway had it take the locks this caller takes next.
     const bool left = !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty();
     if (!left) return;
+    // Only the progress thread clears the kick, and only holding issue_mutex_ (as this caller
+    // does now): one already set stays set until that thread has looked.
+    if (kick_.load(std::memory_order_acquire)) return;
     {
       std::lock_guard lock(mutex_);
       kick_.store(true, std::memory_order_release);
@@ -468,6 +480,12 @@ void world_engine::take_inbox() {
 }
 
 void world_engine::take_inbox_locked() {
+  // (The flag's line is left alone when there is nothing to take: the progress thread reads it
+  // while it spins.)
+  if (inbox_.empty()) {
+    if (inbox_flag_.load(std::memory_order_relaxed)) inbox_flag_.store(false, std::memory_order_relaxed);
+    return;
+  }
   while (!inbox_.empty()) {
     inbox_.front()->stamp(trace_stage::taken);
     queue_.push_back(std::move(inbox_.front()));

@@ -108,6 +108,7 @@ class world_engine {
   std::optional<error> failure_;
   std::optional<error> outside_failure_;
   std::uint64_t next_seq_ = 1;
+  bool accept_direct_ = false;  // (under mutex_ and issue_mutex_) accept() queues into queue_
   std::uint64_t next_together_ = 1;
   const std::uint64_t id_;
   // Counted with atomics: callers and the progress thread never wait on each other for them.

@@ -40,7 +40,9 @@ class completion_waiter {
     ready_.notify_one();
     thread_.join();
   }
-  void watch(std::shared_ptr<void> event, std::function<void()> wake) {
+  // `wake` gets whether the event completed without an error (cudaEventSynchronize's own answer:
+  // asking again with cudaEventQuery cost every completion another driver call).
+  void watch(std::shared_ptr<void> event, std::function<void(bool)> wake) {
     {
       std::lock_guard lock(mutex_);
       queue_.emplace_back(std::move(event), std::move(wake));
@@ -74,16 +76,16 @@ class completion_waiter {
       queue_.pop_front();
       lock.unlock();
       // Returns at completion or with the device's error; the actor reads the outcome itself.
-      cudaEventSynchronize(static_cast<cudaEvent_t>(event.get()));
-      cudaGetLastError();
-      wake();
+      const bool completed = cudaEventSynchronize(static_cast<cudaEvent_t>(event.get())) == cudaSuccess;
+      if (!completed) cudaGetLastError();
+      wake(completed);
       lock.lock();
     }
   }
 
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<std::pair<std::shared_ptr<void>, std::function<void()>>> queue_;
+  std::deque<std::pair<std::shared_ptr<void>, std::function<void(bool)>>> queue_;
   std::atomic<std::uint64_t> queued_{0};  // events ever queued: lets the thread look without the lock
   bool stopping_ = false;
   std::thread thread_;
@@ -219,8 +221,9 @@ class cuda_backend final : public device_backend {
             cudaMemcpyAsync(stage + off, static_cast<const std::byte*>(src) + off, len, kind, stream_)));
         ATOMR_ASSIGN_OR_RETURN(std::shared_ptr<void> event, events_->take());
         ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), stream_)));
-        waiter_->watch(event, [event, staging, out, to = static_cast<std::byte*>(dst) + off, from = stage + off, len] {
-          if (cudaEventQuery(static_cast<cudaEvent_t>(event.get())) == cudaSuccess) std::memcpy(to, from, len);
+        waiter_->watch(event, [event, staging, out, to = static_cast<std::byte*>(dst) + off, from = stage + off,
+                               len](bool completed) {
+          if (completed) std::memcpy(to, from, len);
           out->count_down();
         });
         return ok();
@@ -342,9 +345,7 @@ class cuda_backend final : public device_backend {
     context::scoped_device bound(index_);
     ATOMR_ASSIGN_OR_RETURN(std::shared_ptr<void> event, events_->take());
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), stream_)));
-    waiter_->watch(event, [event, done = std::move(done)] {
-      done(cudaEventQuery(static_cast<cudaEvent_t>(event.get())) == cudaSuccess);
-    });
+    waiter_->watch(event, [done = std::move(done)](bool completed) { done(completed); });
     return event;
   }
 

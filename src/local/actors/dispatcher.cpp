@@ -104,9 +104,14 @@ std::chrono::microseconds dedicated_look() {
 }
 }  // namespace
 
+namespace {
+constexpr int k_semaphore_spins = 100;
+}  // namespace
+
 dedicated_dispatcher::dedicated_dispatcher(int spin_iterations, std::size_t batch,
                                            std::function<void()> on_thread_start)
-    : wake_(0, std::min(spin_iterations, 100)),
+    // The semaphore's own spin is a bare load loop; the look in idle_wait replaces it.
+    : wake_(0, std::min(spin_iterations, k_semaphore_spins)),
       look_(spin_iterations > 0 ? dedicated_look() : std::chrono::microseconds(0)),
       batch_(batch),
       on_thread_start_(std::move(on_thread_start)) {}
@@ -134,9 +139,9 @@ void dedicated_dispatcher::schedule(std::shared_ptr<cell_base>) { wake_.signal()
 // operations, so the thread looks for work ATOMR_DEDICATED_LOOK_US (100 us) before it sleeps: a
 // device operation of tens of microseconds (a 64 MiB copy) then finds the thread awake for the
 // next one (on the GPU machine, a 64 MiB fetch went from 0.80 to 0.90 of raw with 100 us against
-// a short spin). It looks with spin_relax (the pause hint, or a yield where cores are scarce), not
-// with the semaphore's own spin: that is a bare load loop, which on a machine whose CPUs are
-// hyperthreads takes the core's issue slots from the thread it waits for.
+// a short spin). It looks with spin_relax, like the project's other polling loops: the pause hint
+// where the rank has cores to spare, a yield where it has not (the semaphore's own spin does
+// neither).
 void dedicated_dispatcher::idle_wait(const spin_relax& relax) {
   if (wake_.tryWait()) return;
   if (look_.count() > 0) {

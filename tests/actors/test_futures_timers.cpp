@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <latch>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "atomr/local/actors/future.hpp"
 #include "atomr/local/actors/timer_service.hpp"
@@ -161,6 +163,34 @@ TEST(Timers, CancelledTimerNeverFires) {
   auto f = later.get_future();
   timers.after(30ms, [&] { later.set_value(); });
   ASSERT_TRUE(f.get());
+  EXPECT_EQ(cancelled_runs.load(), 0);
+}
+
+// Every ask sets a deadline and cancels it at the reply: the cancelled entries must not pile up
+// (a device at 100k operations a second would otherwise hold millions of its 60 s deadlines),
+// and the live timers among them must still fire, in order.
+TEST(Timers, CancelledEntriesAreDroppedAndLiveOnesStillFire) {
+  timer_service timers;
+  std::atomic<int> cancelled_runs{0};
+  std::vector<int> order;
+  std::mutex m;
+  std::latch done(3);
+  std::size_t most = 0;
+  for (int i = 0; i < 100000; ++i) {
+    if (i % 40000 == 1) {
+      const int n = i / 40000;
+      timers.after(20ms + 10ms * n, [&, n] {
+        std::lock_guard lock(m);
+        order.push_back(n);
+        done.count_down();
+      });
+    }
+    timers.after(60s, [&] { ++cancelled_runs; }).cancel();
+    most = std::max(most, timers.pending());
+  }
+  EXPECT_LE(most, 4096u + 8u);  // the first sweep's size, with the three live ones
+  done.wait();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(cancelled_runs.load(), 0);
 }
 

@@ -1,5 +1,7 @@
 #include "atomr/local/actors/timer_service.hpp"
 
+#include <algorithm>
+
 namespace atomr::local {
 
 timer_service::timer_service() : thread_([this] { run(); }) {}
@@ -26,11 +28,25 @@ timer_handle timer_service::push(clock::time_point when, clock::duration interva
   bool earliest = false;
   {
     std::lock_guard lock(mutex_);
-    earliest = queue_.empty() || when < queue_.top().when;
-    queue_.push(entry{when, next_sequence_++, interval, std::move(fn), cancelled});
+    earliest = queue_.empty() || when < queue_.front().when;
+    insert(entry{when, next_sequence_++, interval, std::move(fn), cancelled});
   }
   if (earliest) wake_.notify_one();
   return timer_handle(std::move(cancelled));
+}
+
+void timer_service::insert(entry e) {
+  if (queue_.size() >= sweep_at_) sweep();
+  queue_.push_back(std::move(e));
+  std::push_heap(queue_.begin(), queue_.end(), std::greater<>{});
+}
+
+// Drops the cancelled entries. The next sweep comes when the heap has doubled from what stayed,
+// so the linear pass costs O(1) per push however many entries are live.
+void timer_service::sweep() {
+  std::erase_if(queue_, [](const entry& e) { return e.cancelled->load(std::memory_order_acquire); });
+  std::make_heap(queue_.begin(), queue_.end(), std::greater<>{});
+  sweep_at_ = std::max(k_first_sweep, queue_.size() * 2);
 }
 
 std::size_t timer_service::pending() const {
@@ -45,13 +61,14 @@ void timer_service::run() {
       wake_.wait(lock);
       continue;
     }
-    const auto when = queue_.top().when;
+    const auto when = queue_.front().when;
     if (clock::now() < when) {
       wake_.wait_until(lock, when);
       continue;
     }
-    entry e = std::move(const_cast<entry&>(queue_.top()));
-    queue_.pop();
+    std::pop_heap(queue_.begin(), queue_.end(), std::greater<>{});
+    entry e = std::move(queue_.back());
+    queue_.pop_back();
     if (e.cancelled->load(std::memory_order_acquire)) continue;
     lock.unlock();
     e.fn();
@@ -61,7 +78,7 @@ void timer_service::run() {
       const auto now = clock::now();
       if (e.when < now) e.when = now + e.interval;  // fell behind: skip missed beats
       e.sequence = next_sequence_++;
-      queue_.push(std::move(e));
+      insert(std::move(e));
     }
   }
 }

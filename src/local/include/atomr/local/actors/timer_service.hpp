@@ -10,7 +10,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <queue>
 #include <thread>
 #include <vector>
 
@@ -46,6 +45,7 @@ class timer_service {
   // First run after `interval`, then every `interval` (fixed rate, no catch-up bursts).
   timer_handle every(clock::duration interval, std::function<void()> fn);
 
+  // Entries held: live ones, and cancelled ones not dropped yet (at most about as many again).
   std::size_t pending() const;
 
  private:
@@ -58,11 +58,19 @@ class timer_service {
     bool operator>(const entry& o) const { return when != o.when ? when > o.when : sequence > o.sequence; }
   };
   timer_handle push(clock::time_point when, clock::duration interval, std::function<void()> fn);
+  void insert(entry e);  // under mutex_
+  void sweep();          // under mutex_
   void run();
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::priority_queue<entry, std::vector<entry>, std::greater<>> queue_;
+  // A min-heap on (when, sequence) (std::push_heap with std::greater). A cancelled entry stays
+  // until it reaches the top or a sweep drops it: every ask sets a deadline and cancels it when the
+  // reply comes, so without sweeps a device doing 100k operations a second would hold 6 M dead
+  // entries of its 60 s deadlines, and each push would walk a heap far larger than the cache.
+  std::vector<entry> queue_;
+  std::size_t sweep_at_ = k_first_sweep;  // sweep when the heap reaches this size
+  static constexpr std::size_t k_first_sweep = 4096;
   std::uint64_t next_sequence_ = 0;
   bool stopping_ = false;
   std::thread thread_;

@@ -341,6 +341,17 @@ class cuda_backend final : public device_backend {
     return ATOMR_CUDA_CHECK(cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event.get()), 0));
   }
 
+  result<int> enter_caller() override {
+    int previous = -1;
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaGetDevice(&previous)));
+    if (previous != index_) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(index_)));
+    return previous;
+  }
+  void leave_caller(int previous) override {
+    // (Setting back a device that was current a moment ago fails only with a broken driver.)
+    if (previous >= 0 && previous != index_) (void)ATOMR_CUDA_CHECK(cudaSetDevice(previous));
+  }
+
   result<std::shared_ptr<void>> mark(std::function<void(bool)> done) override {
     context::scoped_device bound(index_);
     ATOMR_ASSIGN_OR_RETURN(std::shared_ptr<void> event, events_->take());

@@ -5,6 +5,8 @@
 
 #include "atomr/common/context.hpp"
 #include "atomr/common/log.hpp"
+#include "atomr/common/spin.hpp"
+#include "atomr/common/tunables.hpp"
 #include "atomr/local/device/device.hpp"
 #include "atomr/local/device/wait_memo.hpp"
 
@@ -46,24 +48,40 @@ struct pending_op {
   std::vector<std::shared_ptr<buffer_block>> uses;
 };
 
-class device_actor final : public actor<device_msg> {
+// Whether an operation may take the inline lane: what enqueues work on the stream. Allocation,
+// modules and statistics stay with the device thread.
+template <typename Op>
+constexpr bool k_inline_kind = std::is_same_v<Op, detail::copy_op> || std::is_same_v<Op, detail::fill_op> ||
+                               std::is_same_v<Op, detail::run_op> || std::is_same_v<Op, detail::peer_copy_op> ||
+                               std::is_same_v<Op, detail::launch_op> || std::is_same_v<Op, detail::placement_op>;
+
+// Counted by device::send (the lane's `sent`): all but the actor's own poll and the buffers' free.
+bool counted(const device_msg& m) {
+  return !std::holds_alternative<detail::poll_op>(m) && !std::holds_alternative<detail::free_op>(m);
+}
+
+class device_actor final : public actor<device_msg>, public detail::lane_runner {
  public:
-  device_actor(std::shared_ptr<device_state> state, device_options options)
-      : state_(std::move(state)), options_(options), scope_(state_->device()) {}
+  device_actor(std::shared_ptr<device_state> state, std::shared_ptr<detail::device_lane> lane, device_options options)
+      : state_(std::move(state)), lane_(std::move(lane)), options_(options), scope_(state_->device()) {}
 
   // A device that cannot start, or that fails past its rebuild budget, stops (restarting would
   // not help) and says why to its watchers; requests already queued fail with "device-N stopped".
   void on_start() override {
+    const detail::device_lane::hold lane(*lane_);
     auto backend = make_backend(state_->kind(), state_->device());
     if (backend) {
       backend_ = std::move(backend).value();
       if (auto r = backend_->init(); !r) return give_up(r.error_value().with_context("starting the device"));
+      lane_->attach(this);
       return;
     }
     give_up(backend.error_value());
   }
 
   void on_stop() override {
+    const detail::device_lane::hold lane(*lane_);
+    lane_->attach(nullptr);
     state_->set_accepting(false);
     if (!backend_) return;  // gave up: the context is gone already
     backend_->drain();
@@ -77,13 +95,49 @@ class device_actor final : public actor<device_msg> {
   }
 
   void receive(device_msg& m) override {
-    if (!backend_) return;  // stopping after a failed start: queued replies fail with "stopped"
-    if (!deferred_.empty() && !std::holds_alternative<detail::poll_op>(m)) {
-      deferred_.push_back(std::move(m));  // keeps the order of everything behind a waiting op
-    } else {
-      run(m);
+    const detail::device_lane::hold lane(*lane_);
+    // Counted at once: no sender looks again before the lane is let go, and the reply may be out
+    // (and its sender sending again) before this returns.
+    if (counted(m)) lane_->handled_one();
+    if (backend_) {  // (none: stopping after a failed start; queued replies fail with "stopped")
+      if (!deferred_.empty() && !std::holds_alternative<detail::poll_op>(m)) {
+        deferred_.push_back(std::move(m));  // keeps the order of everything behind a waiting op
+      } else {
+        run(m);
+      }
+      poll();
     }
-    poll();
+  }
+
+  // The inline lane (lane mutex held, on a sender's thread): only what would run at once, so that
+  // nothing is deferred from here. Retiring it stays with the device thread (the completion's
+  // poll_op).
+  bool run_inline(device_msg& m) override {
+    if (!backend_ || !deferred_.empty()) return false;
+    const bool now = std::visit(
+        [this](auto& op) {
+          if constexpr (!k_inline_kind<std::decay_t<decltype(op)>>) {
+            return false;
+          } else if constexpr (requires { op.writes; }) {
+            std::vector<std::shared_ptr<void>> waits;
+            return marks_ready(op, waits);
+          } else {
+            return true;
+          }
+        },
+        m);
+    if (!now) return false;
+    const context::scoped_device bound(state_->device());
+    auto previous = backend_->enter_caller();
+    if (!previous) return false;
+    run(m);
+    // (A sticky failure in run() may have stopped the device and dropped the backend.)
+    if (!backend_) return true;
+    backend_->leave_caller(*previous);
+    // Work that was done when its call returned (the host kind: no event) is answered here, as
+    // the device thread would after it; the rest is answered by the completion waiter.
+    if (!pending_.empty() && !pending_.back().done) poll();
+    return true;
   }
 
  private:
@@ -412,13 +466,15 @@ class device_actor final : public actor<device_msg> {
     }
   }
 
-  void give_up(error reason) {
+  void give_up(error reason) {  // (lane mutex held)
+    lane_->attach(nullptr);
     state_->set_accepting(false);
     backend_.reset();
     context().stop(std::move(reason));
   }
 
   std::shared_ptr<device_state> state_;
+  std::shared_ptr<detail::device_lane> lane_;
   device_options options_;
   context::scoped_device scope_;  // error messages from this actor name the device
   std::unique_ptr<device_backend> backend_;
@@ -437,16 +493,74 @@ class device_actor final : public actor<device_msg> {
   bool poll_scheduled_ = false;
 };
 
+// ATOMR_DEVICE_INLINE, read once; a bad value is reported once and the lane stays on.
+bool inline_lane_enabled() {
+  static const bool on = [] {
+    const auto v = tunable_value(tunables::device_inline);
+    if (v == "0") return false;
+    if (v != "1") {
+      log::get("devices")->warn("{} must be 0 or 1, got '{}'; using 1", tunables::device_inline.env, v);
+    }
+    return true;
+  }();
+  return on;
+}
+
 }  // namespace
+
+namespace {
+// Lanes this thread holds. Replies are answered, and their continuations run, while a lane is
+// held (by the device thread, or by a sender running an operation inline); a continuation that
+// sends to a device then goes by mail, never into a lane (no recursion, no lock order).
+thread_local int t_lanes_held = 0;
+constexpr int k_lane_tries = 32;  // the device thread holds the lane briefly (a poll): worth a short wait
+}  // namespace
+
+detail::device_lane::hold::hold(device_lane& lane) : lane_(lane) {
+  lane_.mutex_.lock();
+  ++t_lanes_held;
+}
+
+detail::device_lane::hold::~hold() {
+  --t_lanes_held;
+  lane_.mutex_.unlock();
+}
+
+bool detail::device_lane::offer(device_msg& m) {
+  if (enabled_ && t_lanes_held == 0 &&
+      sent_.load(std::memory_order_acquire) == handled_.load(std::memory_order_acquire)) {
+    // Only ever tried: a sender never blocks on a lane.
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    const spin_relax relax;
+    for (int i = 1; i < k_lane_tries && !lock.owns_lock(); ++i) {
+      relax();
+      (void)lock.try_lock();
+    }
+    if (lock.owns_lock()) {
+      struct depth {
+        depth() { ++t_lanes_held; }
+        ~depth() { --t_lanes_held; }
+      } held;
+      // Checked again while held: a sender may have counted one in between.
+      if (runner_ != nullptr && sent_.load(std::memory_order_acquire) == handled_.load(std::memory_order_acquire) &&
+          runner_->run_inline(m)) {
+        return true;
+      }
+    }
+  }
+  sent_.fetch_add(1, std::memory_order_acq_rel);
+  return false;
+}
 
 result<device> device::start(actor_system& system, int index, device_kind kind, device_options options) {
   auto state = std::make_shared<device_state>(index, kind);
+  auto lane = std::make_shared<detail::device_lane>(inline_lane_enabled());
   spawn_options spawn{.name = "device-" + std::to_string(index),
                       .dispatch = dispatch_kind::dedicated,
                       // A failure past the rebuild budget, or a failed start, ends the device.
                       .supervision = {}};
-  ATOMR_ASSIGN_OR_RETURN(auto ref, system.spawn<device_actor>(spawn, state, options));
-  return device(std::move(ref), std::move(state), options);
+  ATOMR_ASSIGN_OR_RETURN(auto ref, system.spawn<device_actor>(spawn, state, lane, options));
+  return device(std::move(ref), std::move(state), std::move(lane), options);
 }
 
 future<void> device::run(std::function<result<void>(const stream_context&)> work,

@@ -36,6 +36,13 @@ class actor_ref {
   // is stopped or stops before answering, and never hangs.
   template <typename R, typename F>
   future<R> ask(F&& make, std::chrono::steady_clock::duration timeout) const {
+    return ask_routed<R>(std::forward<F>(make), timeout, [](Msg&) { return false; });
+  }
+
+  // As ask(), but route(msg) sees the message first and returns true where it took it itself (a
+  // device's inline lane runs the operation on the caller's thread); false enqueues it as usual.
+  template <typename R, typename F, typename Route>
+  future<R> ask_routed(F&& make, std::chrono::steady_clock::duration timeout, Route&& route) const {
     auto state = std::make_shared<detail::shared_state<R>>();
     future<R> reply(state);
     if (!cell_) {
@@ -53,7 +60,8 @@ class actor_ref {
                                 " ms"));
     });
     reply.then([deadline](const result<R>&) { deadline.cancel(); });
-    (void)cell_->enqueue(make(reply_to<R>(promise<R>(state))));  // a refused message fails `state` with the reason
+    Msg msg = make(reply_to<R>(promise<R>(state)));
+    if (!route(msg)) (void)cell_->enqueue(std::move(msg));  // a refused message fails `state` with the reason
     return reply;
   }
 

@@ -15,8 +15,10 @@
 // stale_ref), and again by the actor when it runs the operation.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -130,6 +132,48 @@ struct stats_op {
 };
 using device_msg = std::variant<alloc_op, placement_op, copy_op, fill_op, run_op, peer_copy_op, module_load_op,
                                 kernel_get_op, launch_op, module_unload_op, free_op, stats_op, poll_op>;
+
+// The device actor's side of the inline lane.
+struct lane_runner {
+  virtual ~lane_runner() = default;
+  // Enqueues `m` now, on the calling thread, if it needs no wait first; false: it goes by mail.
+  virtual bool run_inline(device_msg& m) = 0;
+};
+
+// A device's inline lane. An operation sent while every earlier one sent by mail has been handled
+// and nothing waits deferred would be the device's next anyway: the caller enqueues it on the
+// device's stream itself, under the lane's mutex, which the device actor also holds while it
+// handles a message. That skips the hop to the device thread (2-2.6 us on the GPU machine) and
+// keeps each sender's order. Allocation, modules and statistics always go by mail, as does
+// everything with ATOMR_DEVICE_INLINE=0.
+class device_lane {
+ public:
+  explicit device_lane(bool enabled) : enabled_(enabled) {}
+  // Sender: true when `m` ran here; false when the sender must enqueue it (it is counted as sent).
+  bool offer(device_msg& m);
+
+  // Device actor: it holds the lane while it handles a message, and counts each one that a sender
+  // counted (everything but its own poll_op and the buffers' free_op).
+  class hold {
+   public:
+    explicit hold(device_lane& lane);
+    ~hold();
+    hold(const hold&) = delete;
+    hold& operator=(const hold&) = delete;
+
+   private:
+    device_lane& lane_;
+  };
+  void attach(lane_runner* runner) noexcept { runner_ = runner; }  // while held
+  void handled_one() noexcept { handled_.fetch_add(1, std::memory_order_release); }
+
+ private:
+  const bool enabled_;
+  std::mutex mutex_;
+  std::atomic<std::uint64_t> sent_{0};
+  std::atomic<std::uint64_t> handled_{0};
+  lane_runner* runner_ = nullptr;  // under mutex_; null before the device starts and once it stops
+};
 }  // namespace detail
 
 struct device_options {
@@ -193,11 +237,13 @@ class device {
   future<terminated> on_terminated() const { return actor_.on_terminated(); }
 
  private:
-  device(actor_ref<detail::device_msg> a, std::shared_ptr<device_state> s, device_options o)
-      : actor_(std::move(a)), state_(std::move(s)), options_(o) {}
+  device(actor_ref<detail::device_msg> a, std::shared_ptr<device_state> s, std::shared_ptr<detail::device_lane> lane,
+         device_options o)
+      : actor_(std::move(a)), state_(std::move(s)), lane_(std::move(lane)), options_(o) {}
   template <typename R, typename Make>
   future<R> send(Make&& make) const {
-    return actor_.ask<R>(std::forward<Make>(make), options_.op_timeout);
+    return actor_.ask_routed<R>(std::forward<Make>(make), options_.op_timeout,
+                                [lane = lane_.get()](detail::device_msg& m) { return lane->offer(m); });
   }
   template <typename T = void>
   static future<T> failed(error e) {
@@ -213,6 +259,7 @@ class device {
 
   actor_ref<detail::device_msg> actor_;
   std::shared_ptr<device_state> state_;
+  std::shared_ptr<detail::device_lane> lane_;
   device_options options_;
 };
 

@@ -88,6 +88,11 @@ class device_backend {
   virtual result<void> rebuild() = 0;
   // Waits for all enqueued work (used when the device stops).
   virtual void drain() = 0;
+
+  // Makes the device current on a caller's thread for an operation of the inline lane
+  // (device.hpp); returns the thread's previous device, which leave_caller() restores.
+  virtual result<int> enter_caller() { return -1; }
+  virtual void leave_caller(int /*previous*/) {}
 };
 
 // A backend for device `index` of `kind`; unavailable if CUDA is asked for in a build without it.

@@ -34,6 +34,9 @@ class completion {
   void fail(const error& e) {
     if (!settled_.exchange(true)) reply_.fail(e);
   }
+  // Answered already (the completion waiter saw the work finish): retiring it needs no query of
+  // the device.
+  bool settled() const noexcept { return settled_.load(std::memory_order_acquire); }
 
  private:
   reply_to<void> reply_;
@@ -135,8 +138,13 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
     if (!backend_) return true;
     backend_->leave_caller(*previous);
     // Work that was done when its call returned (the host kind: no event) is answered here, as
-    // the device thread would after it; the rest is answered by the completion waiter.
-    if (!pending_.empty() && !pending_.back().done) poll();
+    // the device thread would after it; the rest is answered by the completion waiter. What the
+    // waiter answered already is retired here too.
+    if (!pending_.empty() && !pending_.back().done) {
+      poll();
+    } else {
+      while (pending_.size() > 1 && pending_.front().outcome->settled()) pending_.pop_front();
+    }
     return true;
   }
 
@@ -418,6 +426,12 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
       }
     }
     while (!pending_.empty()) {
+      // Answered by the completion waiter: done, without asking the driver (the lane stays held
+      // for less time, and senders find it free).
+      if (pending_.front().outcome->settled()) {
+        pending_.pop_front();
+        continue;
+      }
       auto done = backend_->finished(pending_.front().done);
       if (!done) {
         pending_.front().outcome->fail(done.error_value());

@@ -88,17 +88,21 @@ inline constexpr tunable device_inline{
     "device_inline", "ATOMR_DEVICE_INLINE", "1",
     "a device operation that would be next anyway is enqueued by its caller, not the device thread: 1 or 0"};
 
+inline constexpr tunable wait_look{
+    "wait_look_us", "ATOMR_WAIT_LOOK_US", "200",
+    "a thread waiting for a future (a reply, a device operation) looks this long before it sleeps, us"};
+
 inline constexpr tunable wait_assist{
     "wait_assist", "ATOMR_WAIT_ASSIST", "auto",
     "a caller waiting for a collective or a remote ask polls for it itself: 1, 0, auto (where a rank has 4+ CPUs)"};
 
-inline constexpr std::array k_all{&log,           &wire_max_payload,    &wire_max_container, &coll_init_timeout,
-                                  &coll_timeout,  &coll_check,          &coll_pack_bytes,    &nccl_blocking,
-                                  &trace,         &trace_requests,      &heartbeat,          &heartbeat_timeout,
-                                  &on_failure,    &router_queue,        &router_overflow,    &router_packet,
-                                  &router_idle,   &router_direct,       &router_cork,        &cuda_ipc,
-                                  &device_inline, &fetch_nccl,          &dedicated_look,     &wait_assist,
-                                  &host_rd_bytes, &nccl_scalable_ranks, &nccl_ranks_per_id};
+inline constexpr std::array k_all{&log,           &wire_max_payload, &wire_max_container,  &coll_init_timeout,
+                                  &coll_timeout,  &coll_check,       &coll_pack_bytes,     &nccl_blocking,
+                                  &trace,         &trace_requests,   &heartbeat,           &heartbeat_timeout,
+                                  &on_failure,    &router_queue,     &router_overflow,     &router_packet,
+                                  &router_idle,   &router_direct,    &router_cork,         &cuda_ipc,
+                                  &device_inline, &fetch_nccl,       &dedicated_look,      &wait_look,
+                                  &wait_assist,   &host_rd_bytes,    &nccl_scalable_ranks, &nccl_ranks_per_id};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

@@ -38,6 +38,9 @@ class progress_hook {
 
 namespace detail {
 
+// How long wait() looks before it sleeps: ATOMR_WAIT_LOOK_US (200 us), read once.
+std::chrono::microseconds wait_look();
+
 template <typename T>
 class shared_state : public std::enable_shared_from_this<shared_state<T>> {
  public:
@@ -72,7 +75,7 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
     // that costs 5-10 us (see spin_relax for how it looks).
     // (The clock is read every 8th look: a read costs 25-35 ns, a look with the pause hint less.)
     if (has_value_.load(std::memory_order_acquire)) return *value_;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+    const auto until = std::chrono::steady_clock::now() + wait_look();
     const spin_relax relax;
     for (unsigned i = 1; !has_value_.load(std::memory_order_acquire); ++i) {
       if (hook_) hook_->progress();

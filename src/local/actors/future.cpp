@@ -7,16 +7,20 @@
 
 namespace atomr::local::detail {
 
-// ATOMR_WAIT_LOOK_US, read once; a bad value is reported once and the default serves.
+// ATOMR_WAIT_LOOK_US, read once; a bad value is reported once and `auto` serves. Auto looks
+// long only where the rank has CPUs to spare: on an oversubscribed machine a looking thread holds
+// a CPU the thread it waits for needs.
 std::chrono::microseconds wait_look() {
   static const std::chrono::microseconds look = [] {
+    const auto automatic = std::chrono::microseconds(spin_relax::plenty() ? 1000 : 200);
+    if (tunable_value(tunables::wait_look) == "auto") return automatic;
     auto v = tunable_int(tunables::wait_look);
     if (!v || *v < 0) {
       log::get("actors")->warn(
-          "{}; using {} us",
-          v ? std::string(tunables::wait_look.env) + " must be at least 0" : v.error_value().message(),
-          tunables::wait_look.default_value);
-      return std::chrono::microseconds(std::stoll(std::string(tunables::wait_look.default_value)));
+          "{}; using auto ({} us)",
+          v ? std::string(tunables::wait_look.env) + " must be at least 0 or auto" : v.error_value().message(),
+          automatic.count());
+      return automatic;
     }
     return std::chrono::microseconds(*v);
   }();

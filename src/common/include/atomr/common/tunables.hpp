@@ -89,8 +89,9 @@ inline constexpr tunable device_inline{
     "a device operation that would be next anyway is enqueued by its caller, not the device thread: 1 or 0"};
 
 inline constexpr tunable wait_look{
-    "wait_look_us", "ATOMR_WAIT_LOOK_US", "200",
-    "a thread waiting for a future (a reply, a device operation) looks this long before it sleeps, us"};
+    "wait_look_us", "ATOMR_WAIT_LOOK_US", "auto",
+    "a thread waiting for a future (a reply, a device operation) looks this long before it sleeps, us; "
+    "auto: 1000 where a rank has 4+ CPUs, else 200"};
 
 inline constexpr tunable wait_assist{
     "wait_assist", "ATOMR_WAIT_ASSIST", "auto",

@@ -38,7 +38,10 @@ class progress_hook {
 
 namespace detail {
 
-// How long wait() looks before it sleeps: ATOMR_WAIT_LOOK_US (200 us), read once.
+// How long wait() looks before it sleeps: ATOMR_WAIT_LOOK_US (auto: 1000 us where the rank has
+// CPUs to spare, else 200), read once. With 200 us a 1 GiB token fetch (730 us) slept and was
+// woken by the completion waiter: 0.95-0.97 of raw on the GPU machine, 0.986-0.993 with 1000 us,
+// in one lease (docs/benchmarks.md, sixth session).
 std::chrono::microseconds wait_look();
 
 template <typename T>

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "atomr/common/log.hpp"
+
 namespace atomr {
 
 bool tunable_is_set(const tunable& t) {
@@ -24,6 +26,16 @@ result<std::int64_t> tunable_int(const tunable& t) {
                                              std::string(t.default_value) + ")");
   }
   return out;
+}
+
+std::chrono::microseconds tunable_us_or(const tunable& t, std::chrono::microseconds fallback,
+                                        std::string_view log_name) {
+  const auto v = tunable_int(t);
+  if (v && *v >= 0) return std::chrono::microseconds(*v);
+  log::get(std::string(log_name))
+      ->warn("{}; using {} us", v ? std::string(t.env) + " must be at least 0" : v.error_value().message(),
+             fallback.count());
+  return fallback;
 }
 
 }  // namespace atomr

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <set>
 
 #include "atomr/common/tunables.hpp"
@@ -36,6 +37,18 @@ TEST_F(TunablesTest, NonIntegerIsAnErrorNamingTheVariable) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error_value().code(), errc::invalid_argument);
   EXPECT_EQ(r.error_value().message(), "ATOMR_TEST_TUNABLE_VALUE='12ms' is not an integer (default 42)");
+}
+
+TEST_F(TunablesTest, MicrosecondsOrTheFallbackForAMissingNegativeOrBadValue) {
+  using std::chrono::microseconds;
+  unsetenv("ATOMR_TEST_TUNABLE_VALUE");
+  EXPECT_EQ(tunable_us_or(k_test_tunable, microseconds(7), "test"), microseconds(42));
+  setenv("ATOMR_TEST_TUNABLE_VALUE", "0", 1);
+  EXPECT_EQ(tunable_us_or(k_test_tunable, microseconds(7), "test"), microseconds(0));
+  setenv("ATOMR_TEST_TUNABLE_VALUE", "-1", 1);
+  EXPECT_EQ(tunable_us_or(k_test_tunable, microseconds(7), "test"), microseconds(7));
+  setenv("ATOMR_TEST_TUNABLE_VALUE", "5us", 1);
+  EXPECT_EQ(tunable_us_or(k_test_tunable, microseconds(7), "test"), microseconds(7));
 }
 
 TEST(Tunables, EveryDeclaredTunableIsUniqueAndUsesTheAtomrPrefix) {

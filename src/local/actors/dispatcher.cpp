@@ -89,17 +89,9 @@ void pool_dispatcher::work() {
 namespace {
 // ATOMR_DEDICATED_LOOK_US, read once; a bad value is reported once and the default serves.
 std::chrono::microseconds dedicated_look() {
-  static const std::chrono::microseconds look = [] {
-    auto v = tunable_int(tunables::dedicated_look);
-    if (!v || *v < 0) {
-      log::get("actors")->warn(
-          "{}; using {} us",
-          v ? std::string(tunables::dedicated_look.env) + " must be at least 0" : v.error_value().message(),
-          tunables::dedicated_look.default_value);
-      return std::chrono::microseconds(std::stoll(std::string(tunables::dedicated_look.default_value)));
-    }
-    return std::chrono::microseconds(*v);
-  }();
+  static const std::chrono::microseconds look = tunable_us_or(
+      tunables::dedicated_look,
+      std::chrono::microseconds(std::stoll(std::string(tunables::dedicated_look.default_value))), "actors");
   return look;
 }
 }  // namespace

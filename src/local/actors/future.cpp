@@ -1,8 +1,5 @@
 #include "atomr/local/actors/future.hpp"
 
-#include <string>
-
-#include "atomr/common/log.hpp"
 #include "atomr/common/tunables.hpp"
 
 namespace atomr::local::detail {
@@ -14,15 +11,7 @@ std::chrono::microseconds wait_look() {
   static const std::chrono::microseconds look = [] {
     const auto automatic = std::chrono::microseconds(spin_relax::plenty() ? 1000 : 200);
     if (tunable_value(tunables::wait_look) == "auto") return automatic;
-    auto v = tunable_int(tunables::wait_look);
-    if (!v || *v < 0) {
-      log::get("actors")->warn(
-          "{}; using auto ({} us)",
-          v ? std::string(tunables::wait_look.env) + " must be at least 0 or auto" : v.error_value().message(),
-          automatic.count());
-      return automatic;
-    }
-    return std::chrono::microseconds(*v);
+    return tunable_us_or(tunables::wait_look, automatic, "actors");
   }();
   return look;
 }

@@ -520,9 +520,6 @@ bool inline_lane_enabled() {
   return on;
 }
 
-}  // namespace
-
-namespace {
 // Lanes this thread holds. Replies are answered, and their continuations run, while a lane is
 // held (by the device thread, or by a sender running an operation inline); a continuation that
 // sends to a device then goes by mail, never into a lane (no recursion, no lock order).

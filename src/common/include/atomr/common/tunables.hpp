@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -112,5 +113,9 @@ std::string tunable_value(const tunable& t);
 bool tunable_is_set(const tunable& t);
 // The value parsed as a base-10 integer; a clear invalid_argument error names the variable otherwise.
 result<std::int64_t> tunable_int(const tunable& t);
+// The value as microseconds, at least 0, for a look or a wait read once at start: where it is not
+// one, `fallback`, with a warning (subsystem `log_name`) that names the variable and what serves.
+std::chrono::microseconds tunable_us_or(const tunable& t, std::chrono::microseconds fallback,
+                                        std::string_view log_name);
 
 }  // namespace atomr

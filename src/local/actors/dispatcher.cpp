@@ -94,9 +94,7 @@ std::chrono::microseconds dedicated_look() {
       std::chrono::microseconds(std::stoll(std::string(tunables::dedicated_look.default_value))), "actors");
   return look;
 }
-}  // namespace
 
-namespace {
 constexpr int k_semaphore_spins = 100;
 }  // namespace
 

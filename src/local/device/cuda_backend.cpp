@@ -356,7 +356,7 @@ class cuda_backend final : public device_backend {
     context::scoped_device bound(index_);
     ATOMR_ASSIGN_OR_RETURN(std::shared_ptr<void> event, events_->take());
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), stream_)));
-    waiter_->watch(event, [done = std::move(done)](bool completed) { done(completed); });
+    waiter_->watch(event, std::move(done));  // (the same signature: no second wrapper to allocate)
     return event;
   }
 

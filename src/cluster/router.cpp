@@ -37,6 +37,8 @@ thread_local router_core* t_encode = nullptr;
 
 decode_context* current_decode() noexcept { return t_decode; }
 router_core* current_encode() noexcept { return t_encode; }
+decode_pause::decode_pause() noexcept : saved_(std::exchange(t_decode, nullptr)) {}
+decode_pause::~decode_pause() { t_decode = saved_; }
 encode_scope::encode_scope(router_core* core) : previous(t_encode) { t_encode = core; }
 encode_scope::~encode_scope() { t_encode = previous; }
 }  // namespace detail
@@ -376,7 +378,7 @@ class router_core_impl final : public detail::router_core {
     detail::decode_context* const previous = std::exchange(detail::t_decode, &ctx);
     auto delivered = target->deliver(h.type_id, payload);
     detail::t_decode = previous;
-    defer_wake(target);
+    if (delivered && *delivered) defer_wake(target);
     if (!delivered) {
       if (delivered.error_value().code() == errc::protocol) {
         malformed_.fetch_add(1, std::memory_order_relaxed);
@@ -468,7 +470,6 @@ class router_core_impl final : public detail::router_core {
     if (may_block && o.queued.load(std::memory_order_acquire) >= options_.queue_limit) {
       ATOMR_TRY(wait_for_room(peer, o));
     }
-    const bool caller = std::this_thread::get_id() != progress_id_.load(std::memory_order_relaxed);
     bool first = false;
     {
       std::lock_guard lock(o.mutex);
@@ -482,7 +483,7 @@ class router_core_impl final : public detail::router_core {
       const std::int64_t now = now_ns();
       const bool quiet = now - o.last_send_ns >= options_.direct_gap.count() * 1000;
       o.last_send_ns = now;
-      if (caller && quiet && options_.direct_gap.count() > 0 && o.staged == 0 &&
+      if (quiet && options_.direct_gap.count() > 0 && o.staged == 0 &&
           o.taken_unsent.load(std::memory_order_acquire) == 0 && envelope.size() <= options_.packet_bytes) {
         return send_direct(peer, o, std::move(envelope));
       }

@@ -74,7 +74,15 @@ struct silent_ask {
     ar(reply);
   }
 };
+struct wait_for_peer {
+  local::reply_to<int> reply;  // answers the errc of a remote ask waited for inside the handler
+  template <class A>
+  void serialize(A& ar) {
+    ar(reply);
+  }
+};
 }  // namespace
+ATOMR_WIRE_MESSAGE(wait_for_peer, 0x20006);
 ATOMR_WIRE_MESSAGE(seq_msg, 0x20001);
 ATOMR_WIRE_MESSAGE(report_ask, 0x20002);
 ATOMR_WIRE_MESSAGE(echo_ask, 0x20003);
@@ -154,6 +162,27 @@ class forwarder : public local::actor<pass_ref> {
   router* router_;
 };
 
+// A direct actor whose handler asks another rank and waits for the answer: what it must not do
+// on the router's thread. The wait fails at once; the handler answers that error's code.
+class impatient : public local::actor<wait_for_peer> {
+ public:
+  explicit impatient(router* r) : router_(r) {}
+  void receive(wait_for_peer& m) override {
+    auto other = router_->lookup<counter_msg>((router_->rank() + 1) % router_->size(), "counter");
+    auto got =
+        other.ask<pair_report>(
+                 [](local::reply_to<pair_report> reply) {
+                   return report_ask{0, std::move(reply)};
+                 },
+                 30s)
+            .get();
+    m.reply.send(got ? -1 : static_cast<int>(got.error_value().code()));
+  }
+
+ private:
+  router* router_;
+};
+
 class router_test : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -165,8 +194,8 @@ class router_test : public ::testing::Test {
     EXPECT_TRUE(r) << r.error_value();
     return std::move(*r);
   }
-  local::actor_ref<counter_msg> spawn_counter(const std::string& name) {
-    return sys_.spawn<counter>(local::spawn_options{.name = name}).value();
+  local::actor_ref<counter_msg> spawn_counter(const std::string& name, bool direct = false) {
+    return sys_.spawn<counter>(local::spawn_options{.name = name, .direct = direct}).value();
   }
   pair_report report(const cluster_ref<counter_msg>& c) {
     auto r = c.ask<pair_report>(
@@ -208,6 +237,67 @@ TEST_F(router_test, every_pair_gets_every_message_once_in_order) {
   ASSERT_TRUE(r->stop());
   EXPECT_EQ(r->stats().malformed, 0u);
   EXPECT_EQ(r->stats().dead_letters, 0u);
+}
+
+// Direct actors (spawn_options::direct) are handled on the router's thread when idle and through
+// their mailbox otherwise: tells and asks mixed, between every pair, keep the order and arrive once.
+TEST_F(router_test, direct_actors_get_every_message_once_in_order_and_answer_asks) {
+  auto r = start();
+  ASSERT_TRUE(r->publish("counter", spawn_counter("counter", true)));
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::uint64_t n = 200'000;
+  std::mt19937 rng(77 + static_cast<unsigned>(rank_));
+  std::vector<cluster_ref<counter_msg>> peers;
+  for (int p = 0; p < size_; ++p) peers.push_back(r->lookup<counter_msg>(p, "counter"));
+  for (std::uint64_t i = 0; i < n; ++i) {
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      auto& peer = peers[static_cast<std::size_t>(p)];
+      ASSERT_TRUE(peer.tell(seq_msg{static_cast<std::uint32_t>(rank_), i}));
+      if (i % 5000 != 0) continue;
+      // Now and then an ask in the stream, its answer computed over there.
+      std::vector<std::uint8_t> bytes(1 + rng() % 64);
+      for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+      auto sum = peer.ask<std::uint64_t>(
+                         [&](local::reply_to<std::uint64_t> reply) {
+                           return echo_ask{bytes, std::move(reply)};
+                         },
+                         30s)
+                     .get();
+      ASSERT_TRUE(sum) << sum.error_value();
+      EXPECT_EQ(*sum, std::accumulate(bytes.begin(), bytes.end(), std::uint64_t{0}));
+    }
+  }
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    const auto rep = report(peers[static_cast<std::size_t>(p)]);
+    EXPECT_EQ(rep.received, n) << "rank " << rank_ << " -> " << p;
+    EXPECT_EQ(rep.out_of_order, 0u) << "rank " << rank_ << " -> " << p;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  ASSERT_TRUE(r->stop());
+  EXPECT_EQ(r->stats().malformed, 0u);
+  EXPECT_EQ(r->stats().dead_letters, 0u);
+}
+
+TEST_F(router_test, a_direct_handler_that_waits_gets_an_error_not_a_stall) {
+  auto r = start();
+  ASSERT_TRUE(r->publish("counter", spawn_counter("counter")));
+  ASSERT_TRUE(r->publish(
+      "impatient", sys_.spawn<impatient>(local::spawn_options{.name = "impatient", .direct = true}, r.get()).value()));
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto other = r->lookup<wait_for_peer>((rank_ + 1) % size_, "impatient");
+  // Its first message may find it still starting (then a pool worker runs it, and may wait):
+  // ask until one ran directly, which answers invalid_argument at once.
+  int code = -1;
+  for (int i = 0; i < 1000 && code != static_cast<int>(errc::invalid_argument); ++i) {
+    auto got = other.ask<int>([](local::reply_to<int> reply) { return wait_for_peer{std::move(reply)}; }, 30s).get();
+    ASSERT_TRUE(got) << got.error_value();
+    code = *got;
+  }
+  EXPECT_EQ(code, static_cast<int>(errc::invalid_argument));
+  MPI_Barrier(MPI_COMM_WORLD);
+  ASSERT_TRUE(r->stop());
 }
 
 TEST_F(router_test, asks_get_replies_deadlines_and_named_errors) {

@@ -1,7 +1,8 @@
 // `atomr bench route`: messages between rank 0 and rank 1 (run under mpirun with 2 ranks; more
 // ranks idle). For each payload size, in the same run:
 // - round trip: raw = MPI_Send + MPI_Recv ping-pong on a communicator of its own; atomr = an ask
-//   to an actor on rank 1 that answers with the same bytes (p50 and p99 of single round trips);
+//   to an actor on rank 1 that answers with the same bytes (p50 and p99 of single round trips),
+//   once to a direct actor (spawn_options::direct) and once to the same actor on the pool;
 // - message rate: raw = windows of MPI_Isend (rank 1 posts the matching MPI_Irecv windows), then
 //   an acknowledgement; atomr = tells to an actor on rank 1 that counts them, then an ask that is
 //   answered once all have arrived. Rates are messages per second, end to end.
@@ -117,10 +118,17 @@ class peer_actor : public local::actor<bench_msg> {
   std::optional<drained> waiting_;
 };
 
+// One actor's side of a row: rank 1 runs the same actor twice, direct (its handler runs on the
+// router's thread when idle) and on the pool (or a thread of its own with --dedicated).
+struct atomr_side {
+  double p50 = 0, p99 = 0;  // round trip, us
+  double rate = 0;          // messages per second
+};
 struct route_row {
   std::size_t bytes = 0;
-  double raw_p50 = 0, raw_p99 = 0, atomr_p50 = 0, atomr_p99 = 0;  // round trip, us
-  double raw_rate = 0, atomr_rate = 0;                            // messages per second
+  double raw_p50 = 0, raw_p99 = 0;  // round trip, us
+  double raw_rate = 0;              // messages per second
+  atomr_side direct, queued;
   std::uint64_t messages = 0;
 };
 
@@ -288,29 +296,37 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
   local::actor_system system;
   auto r = cluster::router::start((*session)->world(), system);
   if (!r) return report_error(r.error_value().describe(), 1);
+  const char* queued_kind = vm.count("dedicated") ? "dedicated" : "pool";
   if (rank == 1) {
     local::spawn_options where{.name = "peer"};
     if (vm.count("dedicated")) where.dispatch = local::dispatch_kind::dedicated;
     auto peer = system.spawn<peer_actor>(where, r->get());
     if (!peer) return report_error(peer.error_value().describe(), 1);
     if (auto p = (*r)->publish("peer", *peer); !p) return report_error(p.error_value().describe(), 1);
+    auto direct = system.spawn<peer_actor>(local::spawn_options{.name = "peer-direct", .direct = true}, r->get());
+    if (!direct) return report_error(direct.error_value().describe(), 1);
+    if (auto p = (*r)->publish("peer-direct", *direct); !p) return report_error(p.error_value().describe(), 1);
   }
   MPI_Barrier((*session)->world());
   // Memory once every rank's router is up (the idle ranks' stays there): docs/scale.md.
   const double rss_up = max_rss_mib((*session)->world());
   const auto peer = (*r)->lookup<bench_msg>(1, "peer");
+  const auto peer_direct = (*r)->lookup<bench_msg>(1, "peer-direct");
 
   // Where an ask's time goes: to the remote handler and back (rank 0 measures).
-  ask_hops hops;
+  ask_hops hops, hops_direct;
   if (rank == 0) {
-    auto h = atomr_hops(**r, peer, iters);
+    auto h = atomr_hops(**r, peer_direct, iters);
+    if (!h) return report_error(h.error_value().describe(), 1);
+    hops_direct = *h;
+    h = atomr_hops(**r, peer, iters);
     if (!h) return report_error(h.error_value().describe(), 1);
     hops = *h;
   }
   quiet_barrier((*session)->world());
 
   std::vector<route_row> rows;
-  std::uint64_t sent = 0;
+  std::uint64_t sent = 0, sent_direct = 0;
   for (std::size_t bytes = *lo; bytes <= *hi; bytes *= static_cast<std::size_t>(factor)) {
     route_row row;
     row.bytes = bytes;
@@ -318,24 +334,28 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
         static_cast<std::uint64_t>(messages),
         std::max<std::uint64_t>(1000, (std::uint64_t{2} << 30) / std::max<std::size_t>(bytes, 1)));
     const int n = bytes >= (1 << 20) ? std::max(10, iters / 20) : iters;
-    std::vector<double> raw_t, atomr_t;
+    std::vector<double> raw_t, direct_t, queued_t;
     auto step = raw_ping_pong(raw_comm, rank, bytes, n, raw_t);
-    if (step && rank == 0) step = atomr_round_trips(peer, bytes, n, atomr_t);
+    if (step && rank == 0) step = atomr_round_trips(peer_direct, bytes, n, direct_t);
+    if (step && rank == 0) step = atomr_round_trips(peer, bytes, n, queued_t);
     quiet_barrier((*session)->world());
     result<double> rr = step ? raw_rate(raw_comm, rank, bytes, row.messages) : result<double>(step.error_value());
-    result<double> ar = 0.0;
-    if (rr && rank == 0) ar = atomr_rate(peer, bytes, row.messages, sent);
+    result<double> ar_direct = 0.0, ar = 0.0;
+    if (rr && rank == 0) ar_direct = atomr_rate(peer_direct, bytes, row.messages, sent_direct);
+    if (rr && ar_direct && rank == 0) ar = atomr_rate(peer, bytes, row.messages, sent);
     quiet_barrier((*session)->world());
-    if (!step || !rr || !ar) {
-      const error e = !step ? step.error_value() : !rr ? rr.error_value() : ar.error_value();
+    if (!step || !rr || !ar_direct || !ar) {
+      const error e = !step        ? step.error_value()
+                      : !rr        ? rr.error_value()
+                      : !ar_direct ? ar_direct.error_value()
+                                   : ar.error_value();
       return report_error(e.describe(), 1);
     }
     row.raw_p50 = percentile(raw_t, 0.5);
     row.raw_p99 = percentile(raw_t, 0.99);
-    row.atomr_p50 = percentile(atomr_t, 0.5);
-    row.atomr_p99 = percentile(atomr_t, 0.99);
     row.raw_rate = *rr;
-    row.atomr_rate = *ar;
+    row.direct = {percentile(direct_t, 0.5), percentile(direct_t, 0.99), *ar_direct};
+    row.queued = {percentile(queued_t, 0.5), percentile(queued_t, 0.99), *ar};
     rows.push_back(row);
     if (bytes == 0) break;
   }
@@ -346,32 +366,54 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
 
   const std::string machine = (*session)->identity().hostname;
   std::cout << "atomr bench route: rank 0 -> rank 1 (" << size << " ranks, " << machine
-            << "). Round trip: raw MPI_Send/MPI_Recv ping-pong vs atomr ask to a remote actor (same payload back).\n"
-               "Rate: raw windows of 64 MPI_Isend vs atomr tells to a remote actor, end to end.\n\n";
-  text_table t({"bytes", "raw rtt p50 us", "atomr p50 us", "+us", "raw p99", "atomr p99", "raw Mmsg/s", "atomr Mmsg/s",
-                "atomr/raw rate"});
+            << "). Round trip: raw MPI_Send/MPI_Recv ping-pong vs an atomr ask to a remote actor (same payload "
+               "back).\nRate: raw windows of 64 MPI_Isend vs atomr tells to a remote actor, end to end.\n"
+               "Two actors on rank 1: 'direct' (spawn_options::direct: its handler runs on the router's thread "
+               "when idle) and '"
+            << queued_kind << "' (its messages go through its mailbox to a " << queued_kind << " thread).\n\n";
+  text_table t({"bytes", "raw rtt p50 us", "direct p50 us", "+us", queued_kind + std::string(" p50 us"), "+us",
+                "raw p99", "direct p99", queued_kind + std::string(" p99"), "raw Mmsg/s", "direct Mmsg/s", "direct/raw",
+                queued_kind + std::string(" Mmsg/s"), queued_kind + std::string("/raw")});
   nlohmann::json out = nlohmann::json::array();
   for (const auto& row : rows) {
-    t.add_row({std::to_string(row.bytes), fixed(row.raw_p50, 2), fixed(row.atomr_p50, 2),
-               fixed(row.atomr_p50 - row.raw_p50, 2), fixed(row.raw_p99, 2), fixed(row.atomr_p99, 2),
-               fixed(row.raw_rate / 1e6, 3), fixed(row.atomr_rate / 1e6, 3), fixed(row.atomr_rate / row.raw_rate, 3)});
+    t.add_row({std::to_string(row.bytes), fixed(row.raw_p50, 2), fixed(row.direct.p50, 2),
+               fixed(row.direct.p50 - row.raw_p50, 2), fixed(row.queued.p50, 2), fixed(row.queued.p50 - row.raw_p50, 2),
+               fixed(row.raw_p99, 2), fixed(row.direct.p99, 2), fixed(row.queued.p99, 2), fixed(row.raw_rate / 1e6, 3),
+               fixed(row.direct.rate / 1e6, 3), fixed(row.direct.rate / row.raw_rate, 3),
+               fixed(row.queued.rate / 1e6, 3), fixed(row.queued.rate / row.raw_rate, 3)});
+    // atomr_us / atomr_msgs_per_s are the direct actor's (what atomr-report plots); queued_* the other's.
     out.push_back({{"bytes", row.bytes},
                    {"raw_us", row.raw_p50},
-                   {"atomr_us", row.atomr_p50},
+                   {"atomr_us", row.direct.p50},
                    {"raw_p99_us", row.raw_p99},
-                   {"atomr_p99_us", row.atomr_p99},
+                   {"atomr_p99_us", row.direct.p99},
+                   {"queued_us", row.queued.p50},
+                   {"queued_p99_us", row.queued.p99},
                    {"messages", row.messages},
                    {"raw_msgs_per_s", row.raw_rate},
-                   {"atomr_msgs_per_s", row.atomr_rate},
-                   {"rate_ratio", row.atomr_rate / row.raw_rate}});
+                   {"atomr_msgs_per_s", row.direct.rate},
+                   {"rate_ratio", row.direct.rate / row.raw_rate},
+                   {"queued_msgs_per_s", row.queued.rate},
+                   {"queued_rate_ratio", row.queued.rate / row.raw_rate}});
   }
   t.print(std::cout);
-  std::cout << "\nask with an empty payload, split at the remote handler (p50): out " << fixed(hops.out, 2)
-            << " us (caller, MPI, rank 1's progress thread, a pool worker), back " << fixed(hops.back, 2)
-            << " us (the reply, MPI, rank 0's progress thread, the caller)\n"
-            << "hops (p50, us): caller to rank 1's router " << fixed(hops.to_router, 2) << ", to the handler "
-            << fixed(hops.to_handler, 2) << ", reply to rank 0's router " << fixed(hops.to_router0, 2)
-            << ", to the caller " << fixed(hops.to_caller, 2) << "\n";
+  auto print_hops = [&](const char* who, const ask_hops& h) {
+    std::cout << "ask with an empty payload to the " << who << " actor, split at the remote handler (p50): out "
+              << fixed(h.out, 2) << " us, back " << fixed(h.back, 2) << " us; hops: caller to rank 1's router "
+              << fixed(h.to_router, 2) << ", to the handler " << fixed(h.to_handler, 2) << ", reply to rank 0's router "
+              << fixed(h.to_router0, 2) << ", to the caller " << fixed(h.to_caller, 2) << "\n";
+  };
+  std::cout << "\n";
+  print_hops("direct", hops_direct);
+  print_hops(queued_kind, hops);
+  auto hops_json = [](const ask_hops& h) {
+    return nlohmann::json{{"to_router", h.to_router},
+                          {"to_handler", h.to_handler},
+                          {"to_router0", h.to_router0},
+                          {"to_caller", h.to_caller},
+                          {"out", h.out},
+                          {"back", h.back}};
+  };
   if (!json_path.empty()) {
     std::ofstream f(json_path);
     f << nlohmann::json{{"benchmark", "route"},
@@ -379,14 +421,11 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
                         {"machine", machine},
                         {"commit", k_git_revision},
                         {"date", utc_now()},
-                        {"actor", vm.count("dedicated") ? "dedicated" : "pool"},
+                        {"actor", "direct"},
+                        {"queued_actor", queued_kind},
                         {"rows", out},
-                        {"ask_halves_us", {{"out", hops.out}, {"back", hops.back}}},
-                        {"ask_hops_us",
-                         {{"to_router", hops.to_router},
-                          {"to_handler", hops.to_handler},
-                          {"to_router0", hops.to_router0},
-                          {"to_caller", hops.to_caller}}},
+                        {"ask_hops_us", hops_json(hops_direct)},
+                        {"queued_ask_hops_us", hops_json(hops)},
                         {"max_rss_mib", {{"router_up", rss_up}, {"end", rss_end}}}}
              .dump(2)
       << '\n';

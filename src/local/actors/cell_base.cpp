@@ -40,20 +40,11 @@ void cell_base::schedule() {
 
 namespace {
 thread_local cell_base* t_current = nullptr;
-
-class current_scope {
- public:
-  explicit current_scope(cell_base* c) : previous_(std::exchange(t_current, c)) {}
-  ~current_scope() { t_current = previous_; }
-  current_scope(const current_scope&) = delete;
-  current_scope& operator=(const current_scope&) = delete;
-
- private:
-  cell_base* previous_;
-};
 }  // namespace
 
 cell_base* cell_base::current() noexcept { return t_current; }
+cell_base::current_scope::current_scope(cell_base* c) noexcept : previous_(std::exchange(t_current, c)) {}
+cell_base::current_scope::~current_scope() { t_current = previous_; }
 
 namespace {
 thread_local producer_tokens* t_tokens = nullptr;
@@ -68,10 +59,26 @@ void producer_tokens::prune() {
 }
 
 void cell_base::run(std::size_t batch) {
-  current_scope running(this);
-  detail::system_message m;
-  while (system_queue_.try_dequeue(m)) handle(m);
-  if (state() == lifecycle::running) process_user(batch);
+  {
+    current_scope running(this);
+    detail::system_message m;
+    while (system_queue_.try_dequeue(m)) handle(m);
+    if (state() == lifecycle::running) process_user(batch);
+  }
+  release();
+}
+
+bool cell_base::try_claim() {
+  if (scheduled_.load(std::memory_order_relaxed) || scheduled_.exchange(true, std::memory_order_acq_rel)) return false;
+  // Claimed (the acquire pairs with the last runner's release: its dequeues are visible). Idle
+  // means nothing older than the caller's message waits: it may then be handled first.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (state() == lifecycle::running && system_queue_.size_approx() == 0 && !has_user_work()) return true;
+  release();
+  return false;
+}
+
+void cell_base::release() {
   scheduled_.store(false, std::memory_order_release);  // publishes this batch to the next runner
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const lifecycle s = state();

@@ -27,3 +27,21 @@ error dropped_error() {
 }
 
 }  // namespace atomr::local::detail
+
+namespace atomr::local::detail {
+
+namespace {
+thread_local bool t_no_wait = false;
+}  // namespace
+
+bool waiting_forbidden() noexcept { return t_no_wait; }
+no_wait_scope::no_wait_scope() noexcept : previous_(std::exchange(t_no_wait, true)) {}
+no_wait_scope::~no_wait_scope() { t_no_wait = previous_; }
+
+error waiting_forbidden_error() {
+  return error(errc::invalid_argument,
+               "a direct actor's handler waited for a future that is not ready (it runs on the sender's thread, "
+               "the router's, which would stall; use then(), or spawn the actor without direct)");
+}
+
+}  // namespace atomr::local::detail

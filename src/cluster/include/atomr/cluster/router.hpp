@@ -39,10 +39,14 @@
 //
 // Threads: one progress thread per router drives MPI (staged sends, preposted receives) and
 // delivers inbound messages to mailboxes. It spins while there is traffic and backs off to short
-// sleeps when idle (ATOMR_ROUTER_IDLE_US). A caller whose peer is quiet (nothing staged or unsent
+// sleeps when idle (ATOMR_ROUTER_IDLE_US). A sender whose peer is quiet (nothing staged or unsent
 // to it, and nothing sent for ATOMR_ROUTER_DIRECT_US) calls MPI_Isend itself: an ask or reply
 // then costs no thread hand-off. Dense streams are staged and sent as packets of many envelopes,
 // each packet at most ATOMR_ROUTER_CORK_US late (asks and replies are never held back).
+// An actor spawned with spawn_options::direct is delivered to without its mailbox when it is
+// idle: the thread that takes the packet in (the progress thread, or a caller waiting for a
+// reply) runs its handler, and a reply it sends goes straight to MPI. Its handlers must be short
+// and must not wait (see spawn_options::direct); order and exactly-once hold as for any actor.
 #pragma once
 
 #include <mpi.h>
@@ -110,8 +114,9 @@ class inbound_target {
   virtual bool alive() const = 0;
   // errc::invalid_argument: the type is not one the actor accepts; errc::protocol: bad payload;
   // errc::unavailable (or the mailbox's error): the actor refused it.
-  // The message is enqueued without waking the actor; flush() wakes it (after a packet's worth).
-  virtual result<void> deliver(std::uint32_t type_id, std::span<const std::byte> payload) = 0;
+  // The message is enqueued without waking the actor (true: flush() wakes it, after a packet's
+  // worth), or a direct actor handled it on this thread (false: nothing to wake).
+  virtual result<bool> deliver(std::uint32_t type_id, std::span<const std::byte> payload) = 0;
   virtual void flush() = 0;
   // The local actor's id (unique in this process).
   virtual std::uint64_t actor_id() const = 0;
@@ -130,6 +135,19 @@ struct decode_context {
 decode_context* current_decode() noexcept;
 // Encoding context: the router whose message is being encoded (a local ref inside is published).
 router_core* current_encode() noexcept;
+
+// No decoding under way on this thread for the scope: a direct actor's handler runs inside a
+// delivery, and what it decodes or sends is its own.
+class decode_pause {
+ public:
+  decode_pause() noexcept;
+  ~decode_pause();
+  decode_pause(const decode_pause&) = delete;
+  decode_pause& operator=(const decode_pause&) = delete;
+
+ private:
+  decode_context* saved_;
+};
 
 struct encode_scope {
   explicit encode_scope(router_core* core);
@@ -253,9 +271,9 @@ class typed_target final : public inbound_target {
   }
   const local::actor_ref<Msg>& ref() const { return ref_; }
 
-  result<void> deliver(std::uint32_t type_id, std::span<const std::byte> payload) override {
+  result<bool> deliver(std::uint32_t type_id, std::span<const std::byte> payload) override {
     bool known = false;
-    result<void> outcome = ok();
+    result<bool> outcome = true;
     for_each_alternative<Msg>([&]<typename T>(std::type_identity<T>) {
       if (known || serialization::message_id<T>() != type_id) return;
       known = true;
@@ -264,7 +282,16 @@ class typed_target final : public inbound_target {
         outcome = std::move(value).error_value();
         return;
       }
-      outcome = ref_.tell_deferred(Msg(std::move(*value)));
+      Msg msg(std::move(*value));
+      {
+        // A direct actor that is idle handles it here and now (spawn_options::direct).
+        const decode_pause pause;
+        if (ref_.try_receive_here(msg)) {
+          outcome = false;
+          return;
+        }
+      }
+      if (auto queued = ref_.tell_deferred(std::move(msg)); !queued) outcome = std::move(queued).error_value();
     });
     if (!known) {
       return error(errc::invalid_argument,

@@ -74,6 +74,9 @@ class actor_ref {
   void flush() const {
     if (cell_) cell_->schedule();
   }
+  // For the router: runs the actor's handler with `msg` on this thread when the actor was spawned
+  // direct and is idle (true; `msg` is consumed), else false (`msg` untouched; enqueue it).
+  bool try_receive_here(Msg& msg) const { return cell_ && cell_->try_receive_here(msg); }
 
   // Asks the actor to stop: it finishes the message in hand, stops its children, runs on_stop,
   // and fails every queued ask with "actor '<name>' stopped". Asynchronous; see on_terminated().

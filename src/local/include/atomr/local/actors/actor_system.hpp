@@ -97,6 +97,11 @@ result<actor_ref<typename A::message_type>> actor_system::spawn_in(cell_base* pa
                                                                    Args... args) {
   using Msg = typename A::message_type;
   static_assert(std::is_base_of_v<actor<Msg>, A>, "spawn<A>: A must derive from actor<A::message_type>");
+  if (options.direct && options.dispatch != dispatch_kind::pool) {
+    return error(errc::invalid_argument, "spawn \"" + options.name +
+                                             "\": direct delivery needs pool dispatch (a dedicated actor's handlers "
+                                             "run on its own thread)");
+  }
   const std::uint64_t id = next_id_.fetch_add(1);
   ATOMR_ASSIGN_OR_RETURN(std::string name, reserve(options.name, id, std::type_index(typeid(Msg))));
 

@@ -108,6 +108,12 @@ class cell_base : public std::enable_shared_from_this<cell_base> {
   void request_stop(error reason) { post_system(detail::stop_request{std::move(reason)}); }
   void schedule();
   void run(std::size_t batch);
+  // Direct delivery (spawn_options::direct): claims the actor for the calling thread when it is
+  // idle (running, not scheduled, nothing queued), as a dispatcher does before run(); false
+  // otherwise. release() ends the claim as run() ends a batch (work that came meanwhile is
+  // scheduled). Between the two the caller runs the handler under a current_scope.
+  bool try_claim();
+  void release();
   future<terminated> on_terminated();
 
   // Own thread only.
@@ -116,6 +122,17 @@ class cell_base : public std::enable_shared_from_this<cell_base> {
 
   // The actor whose handler is running on this thread, if any.
   static cell_base* current() noexcept;
+  // Makes `c` the current actor of this thread for the scope (restoring the previous one).
+  class current_scope {
+   public:
+    explicit current_scope(cell_base* c) noexcept;
+    ~current_scope();
+    current_scope(const current_scope&) = delete;
+    current_scope& operator=(const current_scope&) = delete;
+
+   private:
+    cell_base* previous_;
+  };
 
   // The producer token this actor uses for `destination`'s mailbox, created by `make` on first
   // use. moodycamel keeps FIFO order per producer; a pool actor runs on varying threads, so its
@@ -189,6 +206,7 @@ class cell final : public cell_base {
         capacity_(options.mailbox_capacity),
         overflow_(options.overflow),
         block_timeout_(options.block_timeout),
+        direct_(options.direct),
         context_(*this) {}
 
   ~cell() override { drop_user_messages(); }
@@ -221,6 +239,25 @@ class cell final : public cell_base {
     return ok();
   }
 
+  // Direct delivery: runs the handler with `m` on this thread if the actor was spawned direct and
+  // is idle (so every message queued before has been handled: the order per sender holds), and
+  // returns true; otherwise returns false and leaves `m` for the caller to enqueue. The handler
+  // runs under a no_wait_scope (see spawn_options::direct).
+  bool try_receive_here(Msg& m) {
+    if (!direct_ || !try_claim()) return false;
+    {
+      current_scope running(this);
+      // The handler's own sends go through this actor's producer tokens, as on a pool worker, not
+      // through the deliverer's table: one producer per destination keeps their order.
+      producer_tokens::scope own_tokens(nullptr);
+      detail::no_wait_scope no_wait;
+      std::optional<Msg> held(std::move(m));
+      (void)handle_one(held);
+    }
+    release();
+    return true;
+  }
+
  protected:
   result<void> create_instance() override {
     try {
@@ -250,24 +287,7 @@ class cell final : public cell_base {
     for (std::size_t i = 0; i < batch && state() == lifecycle::running; ++i) {
       if (!mailbox_.try_dequeue(consumer_, s)) return;
       release_slot();
-      std::optional<error> failure;
-      try {
-        instance_->receive(*s.message);
-      } catch (const actor_failure& f) {
-        failure = f.failure();
-      } catch (const std::exception& e) {
-        failure = error(errc::internal, "actor '" + name() + "' failed: " + e.what());
-      }
-      if (failure) {
-        {
-          detail::drop_reason_scope reason(
-              failure->with_context("actor '" + name() + "' failed handling this request"));
-          s.message.reset();
-        }
-        fail(std::move(*failure));
-        return;
-      }
-      s.message.reset();
+      if (!handle_one(s.message)) return;
     }
   }
 
@@ -337,6 +357,29 @@ class cell final : public cell_base {
 
   void log_stop_failure(const char* what) const;
 
+  // Runs the handler on `message` (own thread, or a direct claim) and destroys it; false if the
+  // handler failed (the actor is then suspended and its supervisor asked).
+  bool handle_one(std::optional<Msg>& message) {
+    std::optional<error> failure;
+    try {
+      instance_->receive(*message);
+    } catch (const actor_failure& f) {
+      failure = f.failure();
+    } catch (const std::exception& e) {
+      failure = error(errc::internal, "actor '" + name() + "' failed: " + e.what());
+    }
+    if (failure) {
+      {
+        detail::drop_reason_scope reason(failure->with_context("actor '" + name() + "' failed handling this request"));
+        message.reset();
+      }
+      fail(std::move(*failure));
+      return false;
+    }
+    message.reset();
+    return true;
+  }
+
   factory make_;
   std::unique_ptr<actor<Msg>> instance_;
   moodycamel::ConcurrentQueue<slot> mailbox_;
@@ -349,6 +392,7 @@ class cell final : public cell_base {
   std::mutex room_mutex_;
   std::condition_variable room_;
   std::atomic<std::size_t> blocked_{0};
+  const bool direct_;
 
   actor_context<Msg> context_;
 };

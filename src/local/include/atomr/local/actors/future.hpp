@@ -143,6 +143,22 @@ class drop_reason_scope {
 // The error a promise gets when destroyed unfulfilled: the drop reason in scope, or a generic one.
 error dropped_error();
 
+// Set on a thread while it runs a direct actor's handler for a sender (spawn_options::direct):
+// that thread is the router's, and waiting there would stall every delivery, the awaited answer's
+// among them. future::get() on a future that is not ready fails at once inside the scope.
+bool waiting_forbidden() noexcept;
+class no_wait_scope {
+ public:
+  no_wait_scope() noexcept;
+  ~no_wait_scope();
+  no_wait_scope(const no_wait_scope&) = delete;
+  no_wait_scope& operator=(const no_wait_scope&) = delete;
+
+ private:
+  bool previous_;
+};
+error waiting_forbidden_error();
+
 }  // namespace detail
 
 template <typename T>
@@ -153,8 +169,12 @@ class future {
 
   bool valid() const noexcept { return state_ != nullptr; }
   bool ready() const { return state_->ready(); }
-  // Blocks until the value or error is there.
-  result<T> get() const { return state_->wait(); }
+  // Blocks until the value or error is there (in a direct actor's handler: errc::invalid_argument
+  // at once unless it is there; see spawn_options::direct).
+  result<T> get() const {
+    if (!state_->fulfilled() && detail::waiting_forbidden()) return detail::waiting_forbidden_error();
+    return state_->wait();
+  }
   // True if ready within `d`.
   template <typename Rep, typename Period>
   bool wait_for(std::chrono::duration<Rep, Period> d) const {

@@ -29,6 +29,13 @@ struct spawn_options {
   std::chrono::steady_clock::duration block_timeout = std::chrono::seconds(1);
   supervisor_strategy supervision{};        // applied to this actor's children
   std::function<void()> on_thread_start{};  // dedicated dispatch only: runs first on the new thread
+  // Direct delivery (pool dispatch only), like HPX's direct actions: a sender that may run
+  // handlers (the router's progress thread, delivering a message from another rank) runs this
+  // actor's handler on its own thread when the actor is idle, instead of queueing the message
+  // for a pool worker. That saves the mailbox and a hand-off between threads, about a third of a
+  // remote ask. The actor's handlers must then be short and never wait: a future's get() inside
+  // one that is not ready fails at once with errc::invalid_argument (it would stall the router).
+  bool direct = false;
 };
 
 }  // namespace atomr::local

@@ -14,7 +14,6 @@
 #include <deque>
 #include <limits>
 #include <mutex>
-#include <set>
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
@@ -135,7 +134,7 @@ class router_core_impl final : public detail::router_core {
     if (auto r = receive_packets(active); !r) assist_error_ = std::move(r).error_value();
   }
 
-  std::uint64_t expect_reply(int peer, std::string target, detail::reply_handler handler,
+  std::uint64_t expect_reply(int peer, const std::string& name, detail::reply_handler handler,
                              std::chrono::steady_clock::duration timeout) override {
     const std::uint64_t correlation = next_correlation_.fetch_add(1, std::memory_order_relaxed);
     const auto due = std::chrono::steady_clock::now() + timeout;
@@ -146,8 +145,8 @@ class router_core_impl final : public detail::router_core {
       if (failed_peer_reason(peer, refused)) {
         // Answered below, after the lock.
       } else {
-        pending_.emplace(correlation, pending_ask{peer, std::move(target), std::move(handler), due, ms});
-        due_.emplace(due, correlation);
+        pending_.emplace(correlation, pending_ask{peer, name, std::move(handler), due, ms});
+        push_due(due, correlation);
         const auto ns = due.time_since_epoch().count();
         if (ns < next_due_ns_.load(std::memory_order_relaxed)) next_due_ns_.store(ns, std::memory_order_relaxed);
         return correlation;
@@ -197,21 +196,24 @@ class router_core_impl final : public detail::router_core {
     route.flags = serialization::k_flag_reply;
     route.correlation_id = asked.correlation_id;
     std::vector<std::byte> out;
+    if (value && value->size() < k_envelope_header_size) {
+      value = error(errc::internal, "a reply's bytes came without room for the envelope header");
+    }
     if (value) {
-      out.resize(k_envelope_header_size);
-      out.insert(out.end(), value->begin(), value->end());
+      const std::size_t payload = value->size() - k_envelope_header_size;
       envelope_header h;
       h.flags = route.flags;
       h.type_id = k_reply_type_id;
-      h.payload_length = static_cast<std::uint32_t>(value->size());
+      h.payload_length = static_cast<std::uint32_t>(payload);
       h.correlation_id = route.correlation_id;
       h.source = route.source;
       h.destination = route.destination;
-      if (value->size() > limits_.max_payload_bytes) {
-        value = error(errc::invalid_argument,
-                      "the reply of " + std::to_string(value->size()) + " bytes exceeds the limit of " +
-                          std::to_string(limits_.max_payload_bytes) + " (ATOMR_WIRE_MAX_PAYLOAD)");
+      if (payload > limits_.max_payload_bytes) {
+        value =
+            error(errc::invalid_argument, "the reply of " + std::to_string(payload) + " bytes exceeds the limit of " +
+                                              std::to_string(limits_.max_payload_bytes) + " (ATOMR_WIRE_MAX_PAYLOAD)");
       } else {
+        out = std::move(*value);
         serialization::detail::write_header(out.data(), h);
       }
     }
@@ -274,7 +276,7 @@ class router_core_impl final : public detail::router_core {
     }
     for (auto& [id, p] : open) {
       p.handler(error(errc::unavailable,
-                      "the router of rank " + std::to_string(rank_) + " stopped before " + p.target + " answered"));
+                      "the router of rank " + std::to_string(rank_) + " stopped before " + p.target() + " answered"));
     }
     for (auto& r : recv_requests_) {
       if (r == MPI_REQUEST_NULL) continue;
@@ -315,7 +317,6 @@ class router_core_impl final : public detail::router_core {
       std::lock_guard lock(pending_mutex_);
       for (auto it = pending_.begin(); it != pending_.end();) {
         if (it->second.peer == peer) {
-          due_.erase({it->second.due, it->first});
           doomed.push_back(std::move(it->second));
           it = pending_.erase(it);
         } else {
@@ -324,7 +325,7 @@ class router_core_impl final : public detail::router_core {
       }
     }
     for (auto& p : doomed) {
-      p.handler(error(errc::unavailable, "ask to " + p.target + " failed: " + why));
+      p.handler(error(errc::unavailable, "ask to " + p.target() + " failed: " + why));
     }
     room_.notify_all();
     wake();
@@ -441,10 +442,19 @@ class router_core_impl final : public detail::router_core {
   };
   struct pending_ask {
     int peer;
-    std::string target;
+    std::string name;  // the actor's (errors say "actor \"name\" on rank N")
     detail::reply_handler handler;
     std::chrono::steady_clock::time_point due;  // its deadline (in due_ until answered)
     std::int64_t timeout_ms = 0;
+    std::string target() const { return "actor \"" + name + "\" on rank " + std::to_string(peer); }
+  };
+  // A deadline in due_, a min-heap by time. Answered asks leave theirs behind (no search on the
+  // hot path); expire_asks skips them, and push_due rebuilds the heap from pending_ whenever it
+  // has grown to twice the open asks.
+  struct due_entry {
+    std::chrono::steady_clock::time_point at;
+    std::uint64_t correlation;
+    bool operator>(const due_entry& o) const { return at > o.at; }
   };
   friend class delivery_sink;
 
@@ -579,17 +589,29 @@ class router_core_impl final : public detail::router_core {
     wake_cv_.notify_one();
   }
 
-  void complete(std::uint64_t correlation, result<std::span<const std::byte>> value) {
-    std::optional<pending_ask> p;
-    {
-      std::lock_guard lock(pending_mutex_);
-      const auto it = pending_.find(correlation);
-      if (it == pending_.end()) return;
-      due_.erase({it->second.due, it->first});
-      p.emplace(std::move(it->second));
-      pending_.erase(it);
+  // Under pending_mutex_.
+  void push_due(std::chrono::steady_clock::time_point at, std::uint64_t correlation) {
+    if (due_.size() >= 64 && due_.size() >= 2 * pending_.size()) {
+      due_.clear();
+      for (const auto& [id, p] : pending_) due_.push_back({p.due, id});
+      std::make_heap(due_.begin(), due_.end(), std::greater<>());
     }
-    p->handler(std::move(value));
+    due_.push_back({at, correlation});
+    std::push_heap(due_.begin(), due_.end(), std::greater<>());
+  }
+
+  // The open ask `correlation` taken out (none if answered already, or not from `peer` when given).
+  std::optional<pending_ask> take_pending(std::uint64_t correlation, int peer = -1) {
+    std::lock_guard lock(pending_mutex_);
+    const auto it = pending_.find(correlation);
+    if (it == pending_.end() || (peer >= 0 && it->second.peer != peer)) return std::nullopt;
+    std::optional<pending_ask> p(std::move(it->second));
+    pending_.erase(it);
+    return p;
+  }
+
+  void complete(std::uint64_t correlation, result<std::span<const std::byte>> value) {
+    if (auto p = take_pending(correlation)) p->handler(std::move(value));
   }
 
   // Fails the asks whose deadline has passed (the progress thread, every turn it finds one due):
@@ -600,54 +622,50 @@ class router_core_impl final : public detail::router_core {
     std::vector<pending_ask> late;
     {
       std::lock_guard lock(pending_mutex_);
-      while (!due_.empty() && due_.begin()->first <= now) {
-        const auto it = pending_.find(due_.begin()->second);
-        due_.erase(due_.begin());
+      while (!due_.empty() && due_.front().at <= now) {
+        const auto it = pending_.find(due_.front().correlation);
+        std::pop_heap(due_.begin(), due_.end(), std::greater<>());
+        due_.pop_back();
         if (it == pending_.end()) continue;
         late.push_back(std::move(it->second));
         pending_.erase(it);
       }
       next_due_ns_.store(
-          due_.empty() ? std::numeric_limits<std::int64_t>::max() : due_.begin()->first.time_since_epoch().count(),
+          due_.empty() ? std::numeric_limits<std::int64_t>::max() : due_.front().at.time_since_epoch().count(),
           std::memory_order_relaxed);
     }
     for (auto& p : late) {
-      p.handler(
-          error(errc::timeout, "ask to " + p.target + " got no reply within " + std::to_string(p.timeout_ms) + " ms"));
+      p.handler(error(errc::timeout,
+                      "ask to " + p.target() + " got no reply within " + std::to_string(p.timeout_ms) + " ms"));
     }
   }
 
   void deliver_reply(int source, const envelope_header& h, std::span<const std::byte> payload) {
-    std::string target;
-    {
-      std::lock_guard lock(pending_mutex_);
-      const auto it = pending_.find(h.correlation_id);
-      if (it == pending_.end() || it->second.peer != source) {
-        // Late (after the deadline) or not ours: nothing waits for it.
-        logger()->debug("reply {} from rank {} matches no open ask; dropped", h.correlation_id, source);
-        return;
-      }
-      target = it->second.target;
+    auto p = take_pending(h.correlation_id, source);
+    if (!p) {
+      // Late (after the deadline) or not ours: nothing waits for it.
+      logger()->debug("reply {} from rank {} matches no open ask; dropped", h.correlation_id, source);
+      return;
     }
     if (h.type_id == k_reply_type_id) {
-      complete(h.correlation_id, payload);
+      p->handler(payload);
       return;
     }
     if (h.type_id == serialization::message_id<serialization::error_reply>()) {
       auto reply = serialization::decode<serialization::error_reply>(payload, "error_reply", limits_);
       if (!reply) {
-        complete(h.correlation_id, reply.error_value().with_context("reading the error reply of " + target));
+        p->handler(reply.error_value().with_context("reading the error reply of " + p->target()));
         return;
       }
       error e = serialization::to_error(*reply);
       // The far rank knows a named actor it never had only by its id; this side knows the name.
       const std::string unknown = "no actor " + actor_text(h.source.actor) + " on rank " + std::to_string(source);
-      if (e.code() == errc::unavailable && e.message() == unknown) e = error(errc::unavailable, "no " + target);
-      complete(h.correlation_id, std::move(e));
+      if (e.code() == errc::unavailable && e.message() == unknown) e = error(errc::unavailable, "no " + p->target());
+      p->handler(std::move(e));
       return;
     }
-    complete(h.correlation_id,
-             error(errc::protocol, "the reply of " + target + " has message type id " + std::to_string(h.type_id)));
+    p->handler(
+        error(errc::protocol, "the reply of " + p->target() + " has message type id " + std::to_string(h.type_id)));
   }
 
   void refuse(const envelope_header& h, const error& why) {
@@ -695,12 +713,14 @@ class router_core_impl final : public detail::router_core {
     bool said_goodbye = false;
     for (;;) {
       bool active = false;
-      auto step = progress_once(active);
+      // One clock read a turn (on a VM a read costs tens of nanoseconds, and the turn is short).
+      const auto turn = std::chrono::steady_clock::now();
+      auto step = progress_once(active, turn);
       if (!step) {
         fail_transport(step.error_value());
         return;
       }
-      const auto now = std::chrono::steady_clock::now();
+      const auto now = turn;
       expire_asks(now);
       if (stop_requested_.load(std::memory_order_acquire)) {
         if (!drain_deadline) {
@@ -788,9 +808,10 @@ class router_core_impl final : public detail::router_core {
     }
   }
 
-  result<void> progress_once(bool& active) {
+  result<void> progress_once(bool& active, std::chrono::steady_clock::time_point now) {
     // Take in what callers handed over: sends still in flight, and the peers with news in staging.
-    if (has_output_.exchange(false, std::memory_order_acq_rel)) {
+    // (Read first: the exchange writes the line that senders write, and most turns find no news.)
+    if (has_output_.load(std::memory_order_relaxed) && has_output_.exchange(false, std::memory_order_acq_rel)) {
       {
         std::lock_guard lock(handoff_mutex_);
         handoff_taken_.swap(handoff_);
@@ -816,14 +837,14 @@ class router_core_impl final : public detail::router_core {
     }
     // Take the staging of the peers whose packet is due (see enqueue); the others stay listed.
     if (!staged_peers_.empty()) {
-      const std::int64_t now = now_ns();
+      const std::int64_t turn_ns = now.time_since_epoch().count();
       const std::int64_t cork_ns = options_.cork.count() * 1000;
       for (std::size_t i = 0; i < staged_peers_.size();) {
         const int p = staged_peers_[i];
         auto& o = *out_[static_cast<std::size_t>(p)];
         const bool due = o.urgent.load(std::memory_order_relaxed) ||
                          o.staged_bytes.load(std::memory_order_relaxed) * 2 >= options_.packet_bytes ||
-                         now - o.first_staged_ns.load(std::memory_order_relaxed) >= cork_ns ||
+                         turn_ns - o.first_staged_ns.load(std::memory_order_relaxed) >= cork_ns ||
                          stop_requested_.load(std::memory_order_relaxed);
         if (!due) {
           ++i;
@@ -920,7 +941,7 @@ class router_core_impl final : public detail::router_core {
       }
     }
     // Receives, unless a caller waiting for a reply is taking them in itself (see assist).
-    if (!assisted_.recent(std::chrono::steady_clock::now())) {
+    if (!assisted_.recent(now)) {
       std::unique_lock receiving(recv_mutex_, std::try_to_lock);
       if (receiving.owns_lock()) {
         if (assist_error_) return std::exchange(assist_error_, std::nullopt).value();
@@ -1070,7 +1091,7 @@ class router_core_impl final : public detail::router_core {
     }
     for (auto& [id, p] : open) {
       p.handler(
-          error(errc::unavailable, "ask to " + p.target + " failed: the router's transport failed: " + e.message()));
+          error(errc::unavailable, "ask to " + p.target() + " failed: the router's transport failed: " + e.message()));
     }
   }
 
@@ -1098,7 +1119,7 @@ class router_core_impl final : public detail::router_core {
 
   std::mutex pending_mutex_;
   std::unordered_map<std::uint64_t, pending_ask> pending_;
-  std::set<std::pair<std::chrono::steady_clock::time_point, std::uint64_t>> due_;  // under pending_mutex_
+  std::vector<due_entry> due_;  // under pending_mutex_
   // The earliest deadline in due_ (ns since the clock's epoch; max when none): the progress thread
   // looks at due_ only once it has passed. May be early (an answered ask), never late.
   std::atomic<std::int64_t> next_due_ns_{std::numeric_limits<std::int64_t>::max()};

@@ -172,9 +172,10 @@ class router_core : public std::enable_shared_from_this<router_core> {
   // Sends an encoded envelope (header + payload) to `peer`. Errors: unavailable (stopped, peer
   // failed), resource_exhausted / timeout (queue full), invalid_argument (bad peer).
   virtual result<void> submit(int peer, std::vector<std::byte>&& envelope) = 0;
-  // Registers an ask awaiting a reply; returns its correlation id. The handler runs once: on the
-  // reply, at the deadline, or when the peer fails or the router stops.
-  virtual std::uint64_t expect_reply(int peer, std::string target, reply_handler handler,
+  // Registers an ask to the actor published as `name` on `peer`, awaiting a reply; returns its
+  // correlation id. The handler runs once: on the reply, at the deadline, or when the peer fails
+  // or the router stops. (Errors name the actor; the text is built only then.)
+  virtual std::uint64_t expect_reply(int peer, const std::string& name, reply_handler handler,
                                      std::chrono::steady_clock::duration timeout) = 0;
   // Fails a registered ask (its send was refused).
   virtual void abandon_reply(std::uint64_t correlation, error why) = 0;
@@ -183,7 +184,8 @@ class router_core : public std::enable_shared_from_this<router_core> {
   virtual result<void> publish(std::uint64_t actor, std::shared_ptr<inbound_target> target) = 0;
   // The live target published under `actor`, if any.
   virtual std::shared_ptr<inbound_target> find(std::uint64_t actor) const = 0;
-  // Sends a reply (value bytes already encoded, or an error) to the asker of `header`.
+  // Sends a reply to the asker of `header`: the value's encoding after k_envelope_header_size
+  // bytes of room for the header (so it is sent without a copy), or an error.
   virtual void send_reply(const serialization::envelope_header& asked, result<std::vector<std::byte>> value) = 0;
   // What an asker's future does while its caller waits: takes in the packets that have come
   // (the reply among them) on the caller's thread (see local::progress_hook).
@@ -196,6 +198,7 @@ result<std::vector<std::byte>> encode_envelope_of(const serialization::envelope_
                                                   const serialization::wire_limits& limits,
                                                   std::uint32_t type_id = serialization::message_id<T>()) {
   std::vector<std::byte> out(serialization::k_envelope_header_size);
+  out.reserve(256);  // most messages are small: encoding them then costs no regrowth
   try {
     serialization::encode_into(out, message);
   } catch (const std::exception& e) {
@@ -342,19 +345,20 @@ class cluster_ref {
     }
     // The reply_to in the message stays behind unused: the answer comes back by correlation id.
     Msg msg = make(local::reply_to<R>());
-    const std::string target = describe();
     auto shared = std::make_shared<local::promise<R>>(std::move(answer));
     const std::uint64_t correlation = core_->expect_reply(
-        static_cast<int>(address_.rank), target,
-        [shared, limits = core_->limits(), target](result<std::span<const std::byte>> bytes) {
+        static_cast<int>(address_.rank), name_,
+        [shared, core = core_.get(), name = name_, rank = address_.rank](result<std::span<const std::byte>> bytes) {
           if (!bytes) {
             shared->set_error(std::move(bytes).error_value());
             return;
           }
           using wire_type = std::conditional_t<std::is_void_v<R>, std::uint8_t, R>;
-          auto value = serialization::decode<wire_type>(*bytes, "reply", limits);
+          // (The core runs this handler, so it is alive.)
+          auto value = serialization::decode<wire_type>(*bytes, "reply", core->limits());
           if (!value) {
-            shared->set_error(value.error_value().with_context("reading the reply of " + target));
+            shared->set_error(value.error_value().with_context("reading the reply of actor \"" + name + "\" on rank " +
+                                                               std::to_string(rank)));
             return;
           }
           if constexpr (std::is_void_v<R>) {
@@ -468,14 +472,53 @@ class router {
   std::shared_ptr<detail::router_core> core_;
 };
 
+namespace detail {
+
+// The answer of an ask from another rank: encoded and sent back by correlation id (on the thread
+// that answers). Nothing is sent once the router is gone.
+template <typename R>
+class remote_reply final : public local::reply_sink<R> {
+ public:
+  remote_reply(std::weak_ptr<router_core> core, const serialization::envelope_header& asked)
+      : core_(std::move(core)), asked_(asked) {}
+  void answer(result<R> value) noexcept override {
+    const auto core = core_.lock();
+    if (!core) return;
+    if (!value) {
+      core->send_reply(asked_, std::move(value).error_value());
+      return;
+    }
+    try {
+      std::vector<std::byte> bytes;
+      bytes.reserve(256);
+      bytes.resize(serialization::k_envelope_header_size);  // room for the header
+      if constexpr (std::is_void_v<R>) {
+        serialization::encode_into(bytes, std::uint8_t{0});
+      } else {
+        serialization::encode_into(bytes, *value);
+      }
+      core->send_reply(asked_, std::move(bytes));
+    } catch (const std::exception& e) {
+      core->send_reply(asked_, error(errc::invalid_argument, std::string("cannot encode the reply: ") + e.what()));
+    }
+  }
+
+ private:
+  std::weak_ptr<router_core> core_;
+  serialization::envelope_header asked_;
+};
+
+}  // namespace detail
+
 }  // namespace atomr::cluster
 
 // Cereal hooks: how a reply_to and a cluster_ref cross ranks.
 namespace atomr::local {
 
 // A reply_to carries no bytes: the envelope's correlation id names the ask. Decoded on the
-// receiving rank it becomes a promise whose value (or error) goes back to the asker; outside a
-// router's decoding (a tell, a test) it becomes a reply_to nobody waits for.
+// receiving rank it becomes a reply_to whose answer (value or error) goes back to the asker
+// through the router (cluster::detail::remote_reply); outside a router's decoding (a tell, a
+// test) it becomes a reply_to nobody waits for.
 template <typename Archive, typename R>
 void save(Archive&, const reply_to<R>&) {}
 
@@ -487,29 +530,7 @@ void load(Archive&, reply_to<R>& reply) {
     return;
   }
   ctx->reply_bound = true;
-  promise<R> p;
-  auto answered = p.get_future();
-  answered.then([weak = std::weak_ptr<cluster::detail::router_core>(ctx->core->shared_from_this()),
-                 asked = ctx->header](const result<R>& value) {
-    const auto core = weak.lock();
-    if (!core) return;
-    if (!value) {
-      core->send_reply(asked, value.error_value());
-      return;
-    }
-    try {
-      std::vector<std::byte> bytes;
-      if constexpr (std::is_void_v<R>) {
-        serialization::encode_into(bytes, std::uint8_t{0});
-      } else {
-        serialization::encode_into(bytes, *value);
-      }
-      core->send_reply(asked, std::move(bytes));
-    } catch (const std::exception& e) {
-      core->send_reply(asked, error(errc::invalid_argument, std::string("cannot encode the reply: ") + e.what()));
-    }
-  });
-  reply = reply_to<R>(std::move(p));
+  reply = reply_to<R>(std::make_unique<cluster::detail::remote_reply<R>>(ctx->core->weak_from_this(), ctx->header));
 }
 
 }  // namespace atomr::local

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cassert>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -55,17 +56,17 @@ class [[nodiscard]] result<void> {
   using value_type = void;
 
   result() = default;
-  result(error e) : error_(std::move(e)), ok_(false) {}
+  result(error e) : error_(std::move(e)) {}
 
-  bool has_value() const noexcept { return ok_; }
-  explicit operator bool() const noexcept { return ok_; }
-  void value() const { assert(ok_); }
-  const error& error_value() const& { return assert(!ok_), error_; }
-  error&& error_value() && { return assert(!ok_), std::move(error_); }
+  bool has_value() const noexcept { return !error_.has_value(); }
+  explicit operator bool() const noexcept { return has_value(); }
+  void value() const { assert(has_value()); }
+  const error& error_value() const& { return assert(!has_value()), *error_; }
+  error&& error_value() && { return assert(!has_value()), std::move(*error_); }
 
  private:
-  error error_{errc::internal, ""};
-  bool ok_ = true;
+  // Empty on success: an ok() costs no error object (it is returned by every checked call).
+  std::optional<error> error_;
 };
 
 // The "no error" value of result<void>, for symmetry at return sites.

@@ -195,6 +195,8 @@ template <typename T>
 class promise {
  public:
   promise() : state_(std::make_shared<detail::shared_state<T>>()) {}
+  // An empty promise: no future, and its setters do nothing (a reply_to nobody waits for).
+  explicit promise(std::nullptr_t) noexcept {}
   // A promise over an existing state (the ask machinery keeps the state to fail it on timeout).
   explicit promise(std::shared_ptr<detail::shared_state<T>> state) : state_(std::move(state)) {}
   // An unfulfilled promise fails its future. (The check comes first: building the error costs
@@ -220,14 +222,24 @@ class promise {
   // Each returns true if it fulfilled the future (false if it was already fulfilled).
   template <typename U = T>
   bool set_value(U&& value) {
-    return state_->fulfil(result<T>(std::forward<U>(value)));
+    return state_ && state_->fulfil(result<T>(std::forward<U>(value)));
   }
-  bool set_value() requires std::is_void_v<T> { return state_->fulfil(result<void>()); }
-  bool set_error(error e) { return state_->fulfil(result<T>(std::move(e))); }
-  bool set_result(result<T> r) { return state_->fulfil(std::move(r)); }
+  bool set_value() requires std::is_void_v<T> { return state_ && state_->fulfil(result<void>()); }
+  bool set_error(error e) { return state_ && state_->fulfil(result<T>(std::move(e))); }
+  bool set_result(result<T> r) { return state_ && state_->fulfil(std::move(r)); }
 
  private:
   std::shared_ptr<detail::shared_state<T>> state_;
+};
+
+// Where a reply_to's answer goes when no future waits for it on this rank (the router's reply to
+// an asker on another rank): answer() is called once, with the value or why there is none. It
+// costs one small object instead of a future's shared state, lock and continuation.
+template <typename T>
+class reply_sink {
+ public:
+  virtual ~reply_sink() = default;
+  virtual void answer(result<T> value) noexcept = 0;
 };
 
 // The reply handle inside an asked message. Exactly one reply reaches the asker: the first of
@@ -237,17 +249,51 @@ template <typename T>
 class reply_to {
  public:
   explicit reply_to(promise<T> p) : promise_(std::move(p)) {}
+  explicit reply_to(std::unique_ptr<reply_sink<T>> sink) : sink_(std::move(sink)) {}
   // A reply_to nobody waits for (what a decoder builds before it is bound; see cluster/router.hpp).
   reply_to() = default;
+  ~reply_to() { drop(); }
+  reply_to(reply_to&&) noexcept = default;
+  reply_to& operator=(reply_to&& other) noexcept {
+    if (this != &other) {
+      drop();
+      promise_ = std::move(other.promise_);
+      sink_ = std::move(other.sink_);
+    }
+    return *this;
+  }
+  reply_to(const reply_to&) = delete;
+  reply_to& operator=(const reply_to&) = delete;
+
   template <typename U = T>
   void send(U&& value) {
-    promise_.set_value(std::forward<U>(value));
+    if (sink_) {
+      std::exchange(sink_, nullptr)->answer(result<T>(std::forward<U>(value)));
+    } else {
+      promise_.set_value(std::forward<U>(value));
+    }
   }
-  void send() requires std::is_void_v<T> { promise_.set_value(); }
-  void fail(error e) { promise_.set_error(std::move(e)); }
+  void send() requires std::is_void_v<T> {
+    if (sink_) {
+      std::exchange(sink_, nullptr)->answer(result<void>());
+    } else {
+      promise_.set_value();
+    }
+  }
+  void fail(error e) {
+    if (sink_) {
+      std::exchange(sink_, nullptr)->answer(result<T>(std::move(e)));
+    } else {
+      promise_.set_error(std::move(e));
+    }
+  }
 
  private:
-  promise<T> promise_;
+  void drop() noexcept {
+    if (sink_) std::exchange(sink_, nullptr)->answer(result<T>(detail::dropped_error()));
+  }
+  promise<T> promise_{nullptr};
+  std::unique_ptr<reply_sink<T>> sink_;
 };
 
 }  // namespace atomr::local

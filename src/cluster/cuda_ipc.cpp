@@ -61,9 +61,11 @@ result<void*> ipc_importer::pool(int owner, std::uint64_t pool_id, const std::st
     cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemPoolGetAccess(&flags, pool, &here)));
     if (flags == cudaMemAccessFlagsProtNone) {
+      // Read and write: the driver refuses read-only access to another device's pool
+      // (cudaErrorNotSupported on two H100s joined by NVLink); the fetch only ever reads.
       cudaMemAccessDesc access{};
       access.location = here;
-      access.flags = cudaMemAccessFlagsProtRead;
+      access.flags = cudaMemAccessFlagsProtReadWrite;
       ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemPoolSetAccess(pool, &access, 1)));
     }
   }

@@ -413,22 +413,28 @@ class router_core_impl final : public detail::router_core {
   }
 
  private:
+  // Laid out by who writes what: a stream of tells writes only the senders' lines, so the
+  // progress thread, which reads the middle line every turn while the peer is listed, does not
+  // pull a line back and forth with the sender on every tell (the staged byte count and the last
+  // send time used to share that line and were written per tell).
   struct peer_out {
+    // Senders (under mutex).
     std::mutex mutex;
-    std::vector<std::byte> staging;  // envelopes back to back, in the order accepted
-    std::size_t staged = 0;          // envelopes in staging
+    std::vector<std::byte> staging;    // envelopes back to back, in the order accepted
+    std::size_t staged = 0;            // envelopes in staging
+    std::int64_t last_send_ns = 0;     // the last envelope accepted
+    std::uint64_t direct_packets = 0;  // packets callers handed to MPI themselves
+    std::string failure;
+    bool closed = false;  // goodbye staged, nothing may follow it
     std::atomic<std::size_t> queued{0};
+    // What the progress thread looks at to decide when to take the staging: written by senders
+    // only at a packet's first envelope, at half a packet, and at its first ask or reply.
+    alignas(64) std::atomic<std::int64_t> first_staged_ns{0};  // when staging got its first envelope
+    std::atomic<bool> half_full{false};                        // staging holds half a packet
+    std::atomic<bool> urgent{false};                           // staging holds an ask or a reply
+    // Written by the progress thread (and by a failure).
+    alignas(64) std::atomic<int> taken_unsent{0};  // buffers the progress thread took and has not fully sent
     std::atomic<bool> failed{false};
-    std::string failure;  // under mutex
-    bool closed = false;  // under mutex: goodbye staged, nothing may follow it
-    // The send paths (see enqueue): what a caller looks at to decide between sending itself and
-    // staging, and what the progress thread looks at to decide when to take the staging.
-    std::int64_t last_send_ns = 0;     // under mutex: the last envelope accepted
-    std::uint64_t direct_packets = 0;  // under mutex: packets callers handed to MPI themselves
-    std::atomic<int> taken_unsent{0};  // buffers the progress thread took and has not fully sent
-    std::atomic<std::size_t> staged_bytes{0};
-    std::atomic<std::int64_t> first_staged_ns{0};  // when staging got its first envelope
-    std::atomic<bool> urgent{false};               // staging holds an ask or a reply
   };
   struct outgoing {
     std::vector<std::byte> bytes;
@@ -503,7 +509,9 @@ class router_core_impl final : public detail::router_core {
       } else {
         o.staging.insert(o.staging.end(), envelope.begin(), envelope.end());
       }
-      o.staged_bytes.store(o.staging.size(), std::memory_order_relaxed);
+      if (o.staging.size() * 2 >= options_.packet_bytes && !o.half_full.load(std::memory_order_relaxed)) {
+        o.half_full.store(true, std::memory_order_relaxed);
+      }
       if (o.staged++ == 0) {
         // The first envelope since the progress thread last took this peer's: list the peer, so
         // that the progress thread looks at the peers with output, not at every peer.
@@ -790,7 +798,7 @@ class router_core_impl final : public detail::router_core {
       bytes.swap(o.staging);
       messages = o.staged;
       o.staged = 0;
-      o.staged_bytes.store(0, std::memory_order_relaxed);
+      o.half_full.store(false, std::memory_order_relaxed);
       o.urgent.store(false, std::memory_order_relaxed);
       o.taken_unsent.fetch_add(1, std::memory_order_acq_rel);
       if (!spare_.empty()) {
@@ -842,8 +850,7 @@ class router_core_impl final : public detail::router_core {
       for (std::size_t i = 0; i < staged_peers_.size();) {
         const int p = staged_peers_[i];
         auto& o = *out_[static_cast<std::size_t>(p)];
-        const bool due = o.urgent.load(std::memory_order_relaxed) ||
-                         o.staged_bytes.load(std::memory_order_relaxed) * 2 >= options_.packet_bytes ||
+        const bool due = o.urgent.load(std::memory_order_relaxed) || o.half_full.load(std::memory_order_relaxed) ||
                          turn_ns - o.first_staged_ns.load(std::memory_order_relaxed) >= cork_ns ||
                          stop_requested_.load(std::memory_order_relaxed);
         if (!due) {
@@ -1234,6 +1241,11 @@ result<router_options> router_options::from_environment() {
     return error(errc::invalid_argument, "ATOMR_ROUTER_OVERFLOW=" + policy + ": expected block or fail");
   }
   return o;
+}
+
+result<std::unique_ptr<router>> router::start(MPI_Comm world, local::actor_system& system) {
+  ATOMR_ASSIGN_OR_RETURN(router_options options, router_options::from_environment());
+  return start(world, system, options);
 }
 
 result<std::unique_ptr<router>> router::start(MPI_Comm world, local::actor_system& system, router_options options) {

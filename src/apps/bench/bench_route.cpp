@@ -123,6 +123,7 @@ class peer_actor : public local::actor<bench_msg> {
 struct atomr_side {
   double p50 = 0, p99 = 0;  // round trip, us
   double rate = 0;          // messages per second
+  double handed = 0;        // messages per second through the sending loop alone
 };
 struct route_row {
   std::size_t bytes = 0;
@@ -230,11 +231,14 @@ result<ask_hops> atomr_hops(const cluster::router& router, const cluster::cluste
                   percentile(hop[1], 0.5), percentile(hop[2], 0.5), percentile(hop[3], 0.5)};
 }
 
+// End to end; `handed` gets the rate of the sending loop alone (the tells accepted by the router),
+// which tells a sender-bound stream from a receiver-bound one.
 result<double> atomr_rate(const cluster::cluster_ref<bench_msg>& peer, std::size_t bytes, std::uint64_t messages,
-                          std::uint64_t& sent_so_far) {
+                          std::uint64_t& sent_so_far, double& handed) {
   const std::vector<std::uint8_t> payload(bytes, 3);
   const auto t0 = clock::now();
   for (std::uint64_t i = 0; i < messages; ++i) ATOMR_TRY(peer.tell(note{payload}));
+  handed = static_cast<double>(messages) / (us_since(t0) * 1e-6);
   sent_so_far += messages;
   auto all = peer.ask<std::uint64_t>(
                      [&](local::reply_to<std::uint64_t> reply) {
@@ -341,8 +345,9 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
     quiet_barrier((*session)->world());
     result<double> rr = step ? raw_rate(raw_comm, rank, bytes, row.messages) : result<double>(step.error_value());
     result<double> ar_direct = 0.0, ar = 0.0;
-    if (rr && rank == 0) ar_direct = atomr_rate(peer_direct, bytes, row.messages, sent_direct);
-    if (rr && ar_direct && rank == 0) ar = atomr_rate(peer, bytes, row.messages, sent);
+    double handed_direct = 0, handed = 0;
+    if (rr && rank == 0) ar_direct = atomr_rate(peer_direct, bytes, row.messages, sent_direct, handed_direct);
+    if (rr && ar_direct && rank == 0) ar = atomr_rate(peer, bytes, row.messages, sent, handed);
     quiet_barrier((*session)->world());
     if (!step || !rr || !ar_direct || !ar) {
       const error e = !step        ? step.error_value()
@@ -354,8 +359,8 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
     row.raw_p50 = percentile(raw_t, 0.5);
     row.raw_p99 = percentile(raw_t, 0.99);
     row.raw_rate = *rr;
-    row.direct = {percentile(direct_t, 0.5), percentile(direct_t, 0.99), *ar_direct};
-    row.queued = {percentile(queued_t, 0.5), percentile(queued_t, 0.99), *ar};
+    row.direct = {percentile(direct_t, 0.5), percentile(direct_t, 0.99), *ar_direct, handed_direct};
+    row.queued = {percentile(queued_t, 0.5), percentile(queued_t, 0.99), *ar, handed};
     rows.push_back(row);
     if (bytes == 0) break;
   }
@@ -393,7 +398,9 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
                    {"raw_msgs_per_s", row.raw_rate},
                    {"atomr_msgs_per_s", row.direct.rate},
                    {"rate_ratio", row.direct.rate / row.raw_rate},
+                   {"atomr_handed_msgs_per_s", row.direct.handed},
                    {"queued_msgs_per_s", row.queued.rate},
+                   {"queued_handed_msgs_per_s", row.queued.handed},
                    {"queued_rate_ratio", row.queued.rate / row.raw_rate}});
   }
   t.print(std::cout);
@@ -403,6 +410,11 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
               << fixed(h.to_router, 2) << ", to the handler " << fixed(h.to_handler, 2) << ", reply to rank 0's router "
               << fixed(h.to_router0, 2) << ", to the caller " << fixed(h.to_caller, 2) << "\n";
   };
+  std::cout << "\nsending loops alone (tells accepted by the router, M msg/s):";
+  for (const auto& row : rows) {
+    std::cout << " " << row.bytes << " B: direct " << fixed(row.direct.handed / 1e6, 3) << ", " << queued_kind << " "
+              << fixed(row.queued.handed / 1e6, 3) << ";";
+  }
   std::cout << "\n";
   print_hops("direct", hops_direct);
   print_hops(queued_kind, hops);

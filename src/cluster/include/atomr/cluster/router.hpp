@@ -197,8 +197,9 @@ template <serialization::sendable T>
 result<std::vector<std::byte>> encode_envelope_of(const serialization::envelope_route& route, const T& message,
                                                   const serialization::wire_limits& limits,
                                                   std::uint32_t type_id = serialization::message_id<T>()) {
-  std::vector<std::byte> out(serialization::k_envelope_header_size);
-  out.reserve(256);  // most messages are small: encoding them then costs no regrowth
+  std::vector<std::byte> out;
+  out.reserve(256);  // most messages are small: one allocation, no regrowth while encoding
+  out.resize(serialization::k_envelope_header_size);
   try {
     serialization::encode_into(out, message);
   } catch (const std::exception& e) {
@@ -414,9 +415,10 @@ class router {
  public:
   // Collective over `world` (every rank calls it): duplicates the communicator, agrees on the
   // packet size, posts receives and starts the progress thread. `system` delivers inbound
-  // messages and runs ask deadlines; it must outlive the router.
-  static result<std::unique_ptr<router>> start(MPI_Comm world, local::actor_system& system,
-                                               router_options options = router_options{});
+  // messages and runs ask deadlines; it must outlive the router. Without options, they come from
+  // the environment (ATOMR_ROUTER_*; a bad value is an error naming the variable).
+  static result<std::unique_ptr<router>> start(MPI_Comm world, local::actor_system& system);
+  static result<std::unique_ptr<router>> start(MPI_Comm world, local::actor_system& system, router_options options);
   ~router();  // stop(), errors logged
   router(const router&) = delete;
   router& operator=(const router&) = delete;

@@ -96,6 +96,7 @@ class router_core_impl final : public detail::router_core {
     packets_to_.assign(static_cast<std::size_t>(size_), 0);
     goodbye_sent_.assign(static_cast<std::size_t>(size_), 0);
     staged_listed_.assign(static_cast<std::size_t>(size_), 0);
+    last_take_ns_.assign(static_cast<std::size_t>(size_), std::numeric_limits<std::int64_t>::min() / 2);
     packets_from_.assign(static_cast<std::size_t>(size_), 0);
     goodbye_count_.assign(static_cast<std::size_t>(size_), 0);
   }
@@ -847,12 +848,18 @@ class router_core_impl final : public detail::router_core {
     if (!staged_peers_.empty()) {
       const std::int64_t turn_ns = now.time_since_epoch().count();
       const std::int64_t cork_ns = options_.cork.count() * 1000;
+      const std::int64_t stream_cork_ns = options_.stream_cork.count() * 1000;
       for (std::size_t i = 0; i < staged_peers_.size();) {
         const int p = staged_peers_[i];
         auto& o = *out_[static_cast<std::size_t>(p)];
+        // A staging begun soon after the peer's last packet left is part of a stream: it may wait
+        // longer, so that a stream goes in packets of many tells (a packet costs both progress
+        // threads far more than a tell in it). A burst after a quiet spell leaves after `cork`.
+        const std::int64_t first = o.first_staged_ns.load(std::memory_order_relaxed);
+        const std::int64_t hold =
+            first - last_take_ns_[static_cast<std::size_t>(p)] < stream_cork_ns ? stream_cork_ns : cork_ns;
         const bool due = o.urgent.load(std::memory_order_relaxed) || o.half_full.load(std::memory_order_relaxed) ||
-                         turn_ns - o.first_staged_ns.load(std::memory_order_relaxed) >= cork_ns ||
-                         stop_requested_.load(std::memory_order_relaxed);
+                         turn_ns - first >= hold || stop_requested_.load(std::memory_order_relaxed);
         if (!due) {
           ++i;
           active = true;  // (keeps the thread looking: the packet is due within `cork`)
@@ -861,6 +868,7 @@ class router_core_impl final : public detail::router_core {
         staged_listed_[static_cast<std::size_t>(p)] = 0;
         staged_peers_[i] = staged_peers_.back();
         staged_peers_.pop_back();
+        last_take_ns_[static_cast<std::size_t>(p)] = turn_ns;
         take_staging(p, o);
         active = true;
       }
@@ -1155,8 +1163,9 @@ class router_core_impl final : public detail::router_core {
   std::size_t head_ = 0;
   std::vector<detail::stream_reader> readers_;
   std::vector<char> goodbye_from_;
-  std::vector<int> staged_peers_;    // the peers whose staging waits to be taken
-  std::vector<char> staged_listed_;  // per peer: in staged_peers_
+  std::vector<int> staged_peers_;           // the peers whose staging waits to be taken
+  std::vector<char> staged_listed_;         // per peer: in staged_peers_
+  std::vector<std::int64_t> last_take_ns_;  // per peer: when its staging was last taken (see progress_once)
   struct handed_off {
     int peer = 0;
     MPI_Request request = MPI_REQUEST_NULL;
@@ -1232,6 +1241,8 @@ result<router_options> router_options::from_environment() {
   o.direct_gap = std::chrono::microseconds(gap);
   ATOMR_ASSIGN_OR_RETURN(std::size_t cork, size_tunable(tunables::router_cork, 0));
   o.cork = std::chrono::microseconds(cork);
+  ATOMR_ASSIGN_OR_RETURN(std::size_t stream_cork, size_tunable(tunables::router_stream_cork, 0));
+  o.stream_cork = std::chrono::microseconds(stream_cork);
   const std::string policy = tunable_value(tunables::router_overflow);
   if (policy == "block") {
     o.on_full = overflow::block;

@@ -42,7 +42,8 @@
 // sleeps when idle (ATOMR_ROUTER_IDLE_US). A sender whose peer is quiet (nothing staged or unsent
 // to it, and nothing sent for ATOMR_ROUTER_DIRECT_US) calls MPI_Isend itself: an ask or reply
 // then costs no thread hand-off. Dense streams are staged and sent as packets of many envelopes,
-// each packet at most ATOMR_ROUTER_CORK_US late (asks and replies are never held back).
+// each packet at most ATOMR_ROUTER_CORK_US late, or ATOMR_ROUTER_STREAM_CORK_US while a stream
+// flows to that peer (asks and replies are never held back).
 // An actor spawned with spawn_options::direct is delivered to without its mailbox when it is
 // idle: the thread that takes the packet in (the progress thread, or a caller waiting for a
 // reply) runs its handler, and a reply it sends goes straight to MPI. Its handlers must be short
@@ -83,8 +84,11 @@ struct router_options {
   std::size_t packet_bytes = 64 * 1024;            // ATOMR_ROUTER_PACKET: the largest MPI message
   std::chrono::microseconds idle_after{2000};      // ATOMR_ROUTER_IDLE_US: spin this long after traffic
   // A caller sends itself when its peer got nothing for this long (0: never; see router.cpp).
-  std::chrono::microseconds direct_gap{2};         // ATOMR_ROUTER_DIRECT_US
-  std::chrono::microseconds cork{2};               // ATOMR_ROUTER_CORK_US: the longest a staged tell waits
+  std::chrono::microseconds direct_gap{2};  // ATOMR_ROUTER_DIRECT_US
+  std::chrono::microseconds cork{2};        // ATOMR_ROUTER_CORK_US: the longest a staged tell waits
+  // The same while a stream flows to the peer (its last packet left less than this long before the
+  // staging began): packets then grow, and a tell stream runs at MPI's own message rate.
+  std::chrono::microseconds stream_cork{32};       // ATOMR_ROUTER_STREAM_CORK_US
   std::chrono::milliseconds drain_timeout{30000};  // stop(): how long to wait for peers' goodbyes
   // The above from the environment (a bad value is an error naming the variable).
   static result<router_options> from_environment();

@@ -73,6 +73,9 @@ inline constexpr tunable router_direct{"router_direct_us", "ATOMR_ROUTER_DIRECT_
                                        "router: a caller sends itself to a peer quiet this long, us (0: never)"};
 inline constexpr tunable router_cork{"router_cork_us", "ATOMR_ROUTER_CORK_US", "2",
                                      "router: the longest a staged tell waits to fill a packet, us"};
+inline constexpr tunable router_stream_cork{
+    "router_stream_cork_us", "ATOMR_ROUTER_STREAM_CORK_US", "32",
+    "router: the same while a stream flows (the peer's last packet left within this long), us"};
 
 inline constexpr tunable cuda_ipc{"cuda_ipc", "ATOMR_CUDA_IPC", "1",
                                   "buffer fetches between GPU ranks of one node: CUDA IPC (1) or host staging (0)"};
@@ -98,13 +101,35 @@ inline constexpr tunable wait_assist{
     "wait_assist", "ATOMR_WAIT_ASSIST", "auto",
     "a caller waiting for a collective or a remote ask polls for it itself: 1, 0, auto (where a rank has 4+ CPUs)"};
 
-inline constexpr std::array k_all{&log,           &wire_max_payload, &wire_max_container,  &coll_init_timeout,
-                                  &coll_timeout,  &coll_check,       &coll_pack_bytes,     &nccl_blocking,
-                                  &trace,         &trace_requests,   &heartbeat,           &heartbeat_timeout,
-                                  &on_failure,    &router_queue,     &router_overflow,     &router_packet,
-                                  &router_idle,   &router_direct,    &router_cork,         &cuda_ipc,
-                                  &device_inline, &fetch_nccl,       &dedicated_look,      &wait_look,
-                                  &wait_assist,   &host_rd_bytes,    &nccl_scalable_ranks, &nccl_ranks_per_id};
+inline constexpr std::array k_all{&log,
+                                  &wire_max_payload,
+                                  &wire_max_container,
+                                  &coll_init_timeout,
+                                  &coll_timeout,
+                                  &coll_check,
+                                  &coll_pack_bytes,
+                                  &nccl_blocking,
+                                  &trace,
+                                  &trace_requests,
+                                  &heartbeat,
+                                  &heartbeat_timeout,
+                                  &on_failure,
+                                  &router_queue,
+                                  &router_overflow,
+                                  &router_packet,
+                                  &router_idle,
+                                  &router_direct,
+                                  &router_cork,
+                                  &router_stream_cork,
+                                  &cuda_ipc,
+                                  &device_inline,
+                                  &fetch_nccl,
+                                  &dedicated_look,
+                                  &wait_look,
+                                  &wait_assist,
+                                  &host_rd_bytes,
+                                  &nccl_scalable_ranks,
+                                  &nccl_ranks_per_id};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

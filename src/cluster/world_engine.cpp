@@ -386,7 +386,8 @@ void world_engine::run() {
   constexpr auto k_idle_spin = std::chrono::microseconds(500);
   auto last_change = clock::now();
   const spin_relax relax;
-  bool busy = false;  // as the last turn left it
+  bool busy = false;       // as the last turn left it
+  bool stop_seen = false;  // stopping_ was seen before the last turn began
   auto flagged = [&] {
     return inbox_flag_.load(std::memory_order_acquire) || outside_flag_.load(std::memory_order_acquire) ||
            kick_.load(std::memory_order_acquire);
@@ -427,16 +428,24 @@ void world_engine::run() {
       std::unique_lock lock(mutex_);
       const bool kicked = kick_.load(std::memory_order_acquire);
       if (!busy && inbox_.empty() && !outside_failure_ && !kicked) {
-        if (stopping_) return;
-        if (idle_tasks_.empty()) {
-          // Wakes now and then to read failure notices from other ranks while nothing is pending.
-          wake_.wait_for(lock, std::chrono::milliseconds(100), [&] {
-            return stopping_ || !inbox_.empty() || !idle_tasks_.empty() || outside_failure_ ||
-                   kick_.load(std::memory_order_acquire);
-          });
+        if (stopping_) {
+          // Leave only after a whole turn begun since the stop found nothing open: a caller that
+          // polled for its own request (assist) may have posted an exchange after this thread's
+          // last turn, and the communicators are freed once this thread is gone (a nonblocking
+          // collective left on a freed communicator crashed Open MPI's next progress call).
+          if (stop_seen) return;
+          stop_seen = true;
+        } else {
+          if (idle_tasks_.empty()) {
+            // Wakes now and then to read failure notices from other ranks while nothing is pending.
+            wake_.wait_for(lock, std::chrono::milliseconds(100), [&] {
+              return stopping_ || !inbox_.empty() || !idle_tasks_.empty() || outside_failure_ ||
+                     kick_.load(std::memory_order_acquire);
+            });
+          }
+          if (inbox_.empty()) tasks.swap(idle_tasks_);
+          last_change = clock::now();
         }
-        if (inbox_.empty()) tasks.swap(idle_tasks_);
-        last_change = clock::now();
       } else if (busy && inbox_.empty() && !outside_failure_ && !kicked) {
         const auto pause = std::min<clock::duration>(std::chrono::microseconds(50), quiet / 40);
         wake_.wait_for(lock, pause, [&] {

@@ -196,14 +196,21 @@ class router_core : public std::enable_shared_from_this<router_core> {
   virtual std::shared_ptr<local::progress_hook> waiter_hook() = 0;
 };
 
+// An empty envelope buffer: room for the header, and capacity for most messages' payloads (one
+// allocation, no regrowth while the payload is encoded behind the header).
+inline std::vector<std::byte> envelope_buffer() {
+  std::vector<std::byte> out;
+  out.reserve(256);
+  out.resize(serialization::k_envelope_header_size);
+  return out;
+}
+
 // Encodes `message` as an envelope to `route`'s destination (type id from the registry).
 template <serialization::sendable T>
 result<std::vector<std::byte>> encode_envelope_of(const serialization::envelope_route& route, const T& message,
                                                   const serialization::wire_limits& limits,
                                                   std::uint32_t type_id = serialization::message_id<T>()) {
-  std::vector<std::byte> out;
-  out.reserve(256);  // most messages are small: one allocation, no regrowth while encoding
-  out.resize(serialization::k_envelope_header_size);
+  std::vector<std::byte> out = envelope_buffer();
   try {
     serialization::encode_into(out, message);
   } catch (const std::exception& e) {
@@ -495,9 +502,7 @@ class remote_reply final : public local::reply_sink<R> {
       return;
     }
     try {
-      std::vector<std::byte> bytes;
-      bytes.reserve(256);
-      bytes.resize(serialization::k_envelope_header_size);  // room for the header
+      std::vector<std::byte> bytes = envelope_buffer();
       if constexpr (std::is_void_v<R>) {
         serialization::encode_into(bytes, std::uint8_t{0});
       } else {

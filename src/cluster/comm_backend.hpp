@@ -68,6 +68,18 @@ class comm_backend {
   // receives, to itself too, never wait on each other; or collectives submitted together, as one
   // aggregated launch.
   virtual result<void> issue_group(std::span<coll_request* const> batch, const member_waits& waits) = 0;
+  // Whether work issued later runs after work issued earlier, on each member (a stream). The
+  // issue calls of such a backend record no completion: the engine issues a request behind its
+  // own earlier ones without waiting, and seals each run of issues once (seal), since an event
+  // recorded between two NCCL calls cost each call 1-2 us on the GPU machine and kept the
+  // kernels from running back to back (docs/benchmarks.md, issue_cost_probe).
+  virtual bool stream_ordered() const { return false; }
+  // Records, after everything issued so far, the events that complete `issued` (the requests
+  // issued since the last seal, in order): afterwards events(r) and test(r) answer for them.
+  virtual result<void> seal(std::span<coll_request* const> issued) {
+    (void)issued;
+    return ok();
+  }
   // (A reference into the request's state: valid while the request holds it.)
   virtual const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const = 0;
   // True once the request's work has finished (and its results are in place).

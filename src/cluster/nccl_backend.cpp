@@ -4,9 +4,9 @@
 // A blocking call only blocks while a peer has not connected (first use, split, init, finalize);
 // the stall watch bounds those by their deadline and aborts the communicator. Work stuck on the
 // device is the watchdog's, as before: it aborts the communicator from the progress thread. Requests wait on their
-// buffers' last writes with cudaStreamWaitEvent, run as NCCL calls (in one group when several calls make one request),
-// and record an event after themselves: that event is both their completion (polled by the progress thread) and the
-// "last write" later readers of their recv buffers wait on.
+// buffers' last writes with cudaStreamWaitEvent and run as NCCL calls (in one group when several calls make one
+// request). The engine seals each run of requests it issued with one event per member (seal): that event is both
+// their completion (polled by the progress thread) and the "last write" later readers of their recv buffers wait on.
 #include <nccl.h>
 
 #include <algorithm>
@@ -146,7 +146,7 @@ result<int> blocking_from_environment() {
 }
 
 struct nccl_state {
-  std::vector<std::shared_ptr<void>> events;  // per member
+  std::vector<std::shared_ptr<void>> events;  // per member, from the seal (empty until then)
   std::vector<copy_desc> descs;               // packed: kept until done
   bool finished = false;                      // the events passed: a packed batch asks once
 };
@@ -217,8 +217,8 @@ class nccl_backend final : public comm_backend {
     if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupEnd()));
     ATOMR_TRY(enqueued);
     for (auto* r : batch) r->stamp(trace_stage::called);
+    ATOMR_TRY(finish_nccl(batch.front()->deadline));
     auto st = std::make_shared<nccl_state>();
-    ATOMR_TRY(finish_issue(batch.front()->deadline, *st));
     for (auto* r : batch) r->state = st;
     return ok();
   }
@@ -314,8 +314,29 @@ class nccl_backend final : public comm_backend {
     ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d + k, k, m.stream)));
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(pack, m.stream)));
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(descs, m.stream)));
-    ATOMR_TRY(record(*st));
     for (auto* r : batch) r->state = st;
+    return ok();
+  }
+
+  bool stream_ordered() const override { return true; }
+
+  result<void> seal(std::span<coll_request* const> issued) override {
+    if (issued.empty()) return ok();
+    ATOMR_TRY(finish_nccl(issued.front()->deadline));
+    std::vector<std::shared_ptr<void>> events;
+    events.reserve(members_.size());
+    for (auto& m : members_) {
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
+      ATOMR_ASSIGN_OR_RETURN(auto e, m.events->take());
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e.get()), m.stream)));
+      events.push_back(std::move(e));
+    }
+    nccl_state* last = nullptr;  // a packed batch's requests share one state
+    for (auto* r : issued) {
+      auto* st = static_cast<nccl_state*>(r->state.get());
+      if (st != last) st->events = events;
+      last = st;
+    }
     return ok();
   }
 
@@ -326,6 +347,13 @@ class nccl_backend final : public comm_backend {
   result<bool> test(coll_request& r) override {
     auto* st = static_cast<nccl_state*>(r.state.get());
     if (st->finished) return true;
+    if (st->events.empty()) return false;  // not sealed yet
+    // The requests of one seal share its events: once one of them passed, so did the rest.
+    // (last_passed_ holds the event, so the pool cannot hand it to a later seal meanwhile.)
+    if (st->events.front() == last_passed_) {
+      st->finished = true;
+      return true;
+    }
     for (std::size_t i = 0; i < st->events.size(); ++i) {
       const auto q = cudaEventQuery(static_cast<cudaEvent_t>(st->events[i].get()));
       if (q == cudaErrorNotReady) return false;
@@ -335,6 +363,7 @@ class nccl_backend final : public comm_backend {
       }
     }
     st->finished = true;
+    last_passed_ = st->events.front();
     return true;
   }
 
@@ -482,29 +511,15 @@ class nccl_backend final : public comm_backend {
     return atomr::detail::check_nccl(status, call, file, line);
   }
 
-  result<void> record(nccl_state& st) {
-    for (auto& m : members_) {
-      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
-      ATOMR_ASSIGN_OR_RETURN(auto e, m.events->take());
-      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e.get()), m.stream)));
-      st.events.push_back(std::move(e));
-    }
-    return ok();
-  }
-
-  result<void> finish_issue(clock::time_point deadline, nccl_state& st) {
-    ATOMR_TRY(finish_nccl(deadline));
-    return record(st);
-  }
-
   MPI_Comm control_;
   std::vector<member> members_;
   std::vector<int> ranks_;
   int size_;
   int blocking_;
   std::atomic<bool> aborted_{false};
-  bool in_progress_ = false;  // an enqueuing call answered ncclInProgress since the last settle
-  stall_watch watch_;         // last: its thread stops before the members it aborts go
+  bool in_progress_ = false;           // an enqueuing call answered ncclInProgress since the last settle
+  std::shared_ptr<void> last_passed_;  // member 0's event of the last seal seen complete
+  stall_watch watch_;                  // last: its thread stops before the members it aborts go
 };
 
 }  // namespace

@@ -49,6 +49,9 @@ constexpr std::size_t k_pack_window_depth = 2;
 // issues up to this many requests unpacked before packing resumes (1-3 us each).
 constexpr std::uint64_t k_latency_window = 64;
 
+// At most this many requests issued in a row share one completion event (see seal()).
+constexpr std::size_t k_seal_most = 64;
+
 struct offer {
   signature head;
   std::uint8_t cuts[k_plan_most / 8] = {};  // bit i: request i starts a new batch
@@ -518,7 +521,8 @@ bool world_engine::ready(const coll_request& r, detail::member_waits& waits) con
   auto need = [&](const local::detail::write_ticket& t, std::uint64_t upto) {
     if (upto == 0) return true;
     const auto mark = t.block->mark_after(upto);
-    if (!mark) return false;
+    // This world's own unsealed write: it runs before this request on the same stream.
+    if (!mark) return unsealed_covers(t.block.get(), upto);
     const auto m = member_of(t.block);
     if (mark->event && mark->origin != backend_->origin(m)) waits[m].push_back(mark->event);
     return true;
@@ -676,6 +680,10 @@ std::optional<bool> world_engine::in_latency_window(std::uint64_t seq) const {
 
 void world_engine::issue_ready() {
   finish_background();
+  struct sealer {
+    world_engine& e;
+    ~sealer() { e.seal(); }
+  } sealed_on_exit{*this};
   while (!failure_) {
     if (exchange_) {
       int done = 0;
@@ -863,14 +871,40 @@ void world_engine::issue_batch(std::size_t n) {
   stats_.issues.fetch_add(1, std::memory_order_release);
   if (batch.size() > 1 && packable(*batch.front())) stats_.packed.fetch_add(batch.size(), std::memory_order_release);
   if (batch.size() > 1 && groupable(*batch.front())) stats_.grouped.fetch_add(batch.size(), std::memory_order_release);
+  const bool ordered = backend_->stream_ordered();
   for (auto& r : batch) {
     r->stamp(trace_stage::called);  // where the backend did not say
     r->stamp(trace_stage::issued);
-    const auto& events = backend_->events(*r);
-    if (!events.empty()) publish_writes(*r, events);
+    if (ordered) {
+      unsealed_.push_back(r.get());
+      for (const auto& t : r->writes) unsealed_writes_.emplace_back(t.block.get(), t.seq);
+    } else if (const auto& events = backend_->events(*r); !events.empty()) {
+      publish_writes(*r, events);
+    }
     in_flight_.push_back(std::move(r));
   }
   batch.clear();
+  // A long run of issues is sealed in parts: its first requests complete (and their callers
+  // hear of it) without waiting for the whole run to be issued.
+  if (unsealed_.size() >= k_seal_most) seal();
+}
+
+bool world_engine::unsealed_covers(const local::buffer_block* b, std::uint64_t seq) const {
+  return std::any_of(unsealed_writes_.begin(), unsealed_writes_.end(),
+                     [&](const auto& w) { return w.first == b && w.second >= seq; });
+}
+
+void world_engine::seal() {
+  if (unsealed_.empty() || failure_) return;
+  if (auto sealed = backend_->seal(unsealed_); !sealed) {
+    const auto* culprit = unsealed_.back();
+    unsealed_.clear();
+    unsealed_writes_.clear();
+    return fail_world(sealed.error_value().with_context("recording the completion of " + culprit->describe()), culprit);
+  }
+  for (auto* r : unsealed_) publish_writes(*r, backend_->events(*r));
+  unsealed_.clear();
+  unsealed_writes_.clear();
 }
 
 void world_engine::publish_writes(coll_request& r, const std::vector<std::shared_ptr<void>>& events) {
@@ -1039,6 +1073,8 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
   background_.clear();
   lone_heads_.clear();
   planned_.clear();
+  unsealed_.clear();  // (their writes are published below, with the failure)
+  unsealed_writes_.clear();
   auto fail = [&](std::deque<std::unique_ptr<coll_request>>& list) {
     for (auto& r : list) {
       if (!r->writes_published) publish_writes(*r, {});

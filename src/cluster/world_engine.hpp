@@ -132,6 +132,15 @@ class world_engine {
   std::vector<std::unique_ptr<detail::coll_request>> scratch_batch_;
   std::vector<detail::coll_request*> scratch_raw_;
   std::deque<std::unique_ptr<detail::coll_request>> in_flight_;
+  // On a stream-ordered backend: the requests issued since the last seal (the tail of in_flight_)
+  // and the writes they make, by buffer and sequence number. Until the seal their writes are not
+  // published: other devices wait for it, while this world's own later requests, which run
+  // after them on the same streams, are ready at once (see ready()).
+  std::vector<detail::coll_request*> unsealed_;
+  std::vector<std::pair<const local::buffer_block*, std::uint64_t>> unsealed_writes_;
+  bool unsealed_covers(const local::buffer_block* b, std::uint64_t seq) const;
+  // Records the completion of the unsealed requests and publishes their writes.
+  void seal();
   struct exchange;
   std::unique_ptr<exchange> exchange_;
   // Exchanges whose outcome this rank already knows (it offered one request: the plan can only

@@ -50,6 +50,9 @@ result<world_options> world_options::from_environment() {
   ATOMR_ASSIGN_OR_RETURN(const auto pack, tunable_int(tunables::coll_pack_bytes));
   if (pack < 0) return error(errc::invalid_argument, "ATOMR_COLL_PACK_BYTES must not be negative");
   o.pack_limit = static_cast<std::size_t>(pack);
+  ATOMR_ASSIGN_OR_RETURN(const auto seal, tunable_int(tunables::coll_seal_bytes));
+  if (seal < 0) return error(errc::invalid_argument, "ATOMR_COLL_SEAL_BYTES must not be negative");
+  o.seal_bytes = static_cast<std::size_t>(seal);
   return o;
 }
 

@@ -885,8 +885,12 @@ void world_engine::issue_batch(std::size_t n) {
   }
   batch.clear();
   // A long run of issues is sealed in parts: its first requests complete (and their callers
-  // hear of it) without waiting for the whole run to be issued.
-  if (unsealed_.size() >= k_seal_most) seal();
+  // hear of it) without waiting for the whole run to be issued. A large request is sealed
+  // alone: its event costs nothing next to its time on the GPU, and back to back from 16 MiB
+  // shared events were 2-5 % slower than one each on the GPU machine (docs/benchmarks.md).
+  if (unsealed_.size() >= k_seal_most || (!unsealed_.empty() && unsealed_.back()->bytes() >= options_.seal_bytes)) {
+    seal();
+  }
 }
 
 bool world_engine::unsealed_covers(const local::buffer_block* b, std::uint64_t seq) const {

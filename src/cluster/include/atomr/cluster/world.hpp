@@ -58,6 +58,7 @@ struct world_options {
   bool check = false;
   // All_reduces of at most this many bytes may be packed together; 0 turns packing off.
   std::size_t pack_limit = 64 * 1024;    // ATOMR_COLL_PACK_BYTES
+  std::size_t seal_bytes = 1 << 20;      // ATOMR_COLL_SEAL_BYTES
   std::size_t pack_capacity = 16 << 20;  // at most this many bytes in one packed all_reduce
 
   // The defaults, with the ATOMR_COLL_* variables applied (a malformed one is an error).

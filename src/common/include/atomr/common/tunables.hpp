@@ -35,6 +35,9 @@ inline constexpr tunable coll_check{"coll_check", "ATOMR_COLL_CHECK", "0",
                                     "1: compare every collective across ranks first; report the first mismatch"};
 inline constexpr tunable coll_pack_bytes{"coll_pack_bytes", "ATOMR_COLL_PACK_BYTES", "65536",
                                          "all_reduces up to this size may be packed together; 0: no packing"};
+inline constexpr tunable coll_seal_bytes{"coll_seal_bytes", "ATOMR_COLL_SEAL_BYTES", "1048576",
+                                         "NCCL: collectives of at least this many bytes per rank get a completion "
+                                         "event each; smaller ones issued in a row share one"};
 
 inline constexpr tunable host_rd_bytes{
     "host_rd_bytes", "ATOMR_HOST_RD_BYTES", "65536",
@@ -108,6 +111,7 @@ inline constexpr std::array k_all{&log,
                                   &coll_timeout,
                                   &coll_check,
                                   &coll_pack_bytes,
+                                  &coll_seal_bytes,
                                   &nccl_blocking,
                                   &trace,
                                   &trace_requests,

@@ -278,12 +278,13 @@ void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point dea
 // issue_mutex_ (both try it), so an unlock never has a sleeper to wake.
 template <typename Accept>
 void world_engine::hand_over(Accept&& accept_all) {
-  std::unique_lock issuing(issue_mutex_, std::try_to_lock);
   // A busy engine (an agreement out, requests queued or the packing window full) has nothing
   // for this caller to issue at once, and each look costs MPI progress calls (0.5-1 us each on
   // the GPU machine): a burst of 1000 small all_reduces took 1.2-1.9 ms to submit that way, and
   // held the lock the progress thread needs to finish the agreements. Leave it to that thread.
-  if (issuing.owns_lock() && (exchange_ || !queue_.empty() || in_flight_.size() >= k_pack_window_depth)) {
+  std::unique_lock issuing(issue_mutex_, std::defer_lock);
+  if (!deep_.load(std::memory_order_relaxed) && issuing.try_lock() && busy_for_callers()) {
+    note_depth();
     issuing.unlock();
   }
   {
@@ -682,7 +683,10 @@ void world_engine::issue_ready() {
   finish_background();
   struct sealer {
     world_engine& e;
-    ~sealer() { e.seal(); }
+    ~sealer() {
+      e.seal();
+      e.note_depth();
+    }
   } sealed_on_exit{*this};
   while (!failure_) {
     if (exchange_) {
@@ -919,8 +923,16 @@ void world_engine::publish_writes(coll_request& r, const std::vector<std::shared
   r.writes_published = true;
 }
 
+bool world_engine::busy_for_callers() const {
+  return exchange_ || !queue_.empty() || in_flight_.size() >= k_pack_window_depth;
+}
+
 void world_engine::complete_finished(bool by_caller) {
   if (failure_) return;
+  struct depth_noter {
+    world_engine& e;
+    ~depth_noter() { e.note_depth(); }
+  } noted_on_exit{*this};
   // Finished requests are counted (one lock) before their futures resolve, so a caller that saw
   // its future also sees it in stats().
   std::size_t n = 0;

@@ -126,6 +126,17 @@ class world_engine {
   std::mutex issue_mutex_;
   // Set (under mutex_) when a caller issued: the progress thread must poll what it issued.
   alignas(64) std::atomic<bool> kick_{false};
+  // Whether the engine is busy in the sense of hand_over (an agreement out, requests queued or
+  // the packing window full), as the issuing side last left it: a caller that reads it set
+  // leaves its request to the progress thread without trying issue_mutex_. (Written only when it
+  // changes: in a back-to-back stream it stays set, and callers stop pulling the lock's line
+  // away from the issuing thread on every submission.)
+  alignas(64) std::atomic<bool> deep_{false};
+  bool busy_for_callers() const;  // under issue_mutex_
+  void note_depth() {             // under issue_mutex_
+    const bool deep = busy_for_callers();
+    if (deep_.load(std::memory_order_relaxed) != deep) deep_.store(deep, std::memory_order_relaxed);
+  }
   std::deque<std::unique_ptr<detail::coll_request>> queue_;
   // Scratch lists of the issuing side, kept for their capacity (under issue_mutex_).
   detail::member_waits scratch_waits_, scratch_mine_;

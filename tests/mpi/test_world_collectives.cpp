@@ -297,6 +297,26 @@ TEST_F(Collectives, DeviceReadsWaitForACollectiveThatIsStillPending) {
   EXPECT_EQ(out, std::vector<std::int32_t>(1000, size_ * (size_ + 1) / 2));
 }
 
+// A run of requests issued together shares one completion (NCCL: one event per run, "sealed"
+// after the last); a device read asked for right behind the run must still see every write of
+// it, and a request of the run never completes before the writes before it.
+TEST_F(Collectives, DeviceReadsWaitForARunOfPendingCollectives) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  auto b = buffer(std::vector<std::uint64_t>(16, 5));
+  constexpr int k = 100;
+  std::vector<cluster::future<void>> pending;
+  for (int i = 0; i < k; ++i) pending.push_back(w->all_reduce(b));
+  std::vector<std::uint64_t> out(16);
+  auto downloaded = dev_.download(b, std::span<std::uint64_t>(out));
+  ASSERT_TRUE(downloaded.get());
+  std::uint64_t expected = 5;  // modulo 2^64, as the sums wrap
+  for (int i = 0; i < k; ++i) expected *= static_cast<std::uint64_t>(size_);
+  EXPECT_EQ(out, std::vector<std::uint64_t>(16, expected));
+  for (auto& f : pending) ASSERT_TRUE(f.get());
+  EXPECT_EQ(w->stats().requests, static_cast<std::uint64_t>(k));
+}
+
 TEST_F(Collectives, SmallAllReducesSubmittedTogetherArePacked) {
   auto w = make_world();
   ASSERT_TRUE(w);

@@ -1,5 +1,6 @@
 // Every collective, several types and every reduction, on the host backend, with exact expected
 // values: rank r's element i is (r + 1) + i % 3 (or 1 + (r + i) % 2 for prod, to stay in range).
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -337,6 +338,30 @@ TEST_F(Collectives, SmallAllReducesSubmittedTogetherArePacked) {
   EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
   EXPECT_EQ(s.issues, 2u);
   EXPECT_EQ(s.agreements, 1u);  // one plan covered both batches
+}
+
+// A latency-bound caller (one small all_reduce at a time, each waited for) opens a window in
+// which lone requests skip the packing exchange; requests submitted together still pack there.
+TEST_F(Collectives, RequestsSubmittedTogetherPackInsideTheLatencyWindow) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  auto one = buffer(std::vector<float>(4, 1.0F));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(w->all_reduce(one).get());
+  const auto before = w->stats();
+  constexpr int k = 100;
+  const auto bufs = counting_buffers(k, 64);
+  std::vector<cluster::coll_spec> specs;
+  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (int i = 0; i < k; ++i) {
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(64, summed(i, 1))) << "buffer " << i;
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed - before.packed, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.issues - before.issues, 1u);
+  // And a lone request right after still gives the right sum.
+  ASSERT_TRUE(w->all_reduce(one).get());
+  EXPECT_EQ(read(one), std::vector<float>(4, std::pow(static_cast<float>(size_), 5.0F)));
 }
 
 TEST_F(Collectives, WaitingCallersFinishTheirOwnRequestsWhereAssistIsOn) {

@@ -71,8 +71,8 @@ class comm_backend {
   // Whether work issued later runs after work issued earlier, on each member (a stream). The
   // issue calls of such a backend record no completion: the engine issues a request behind its
   // own earlier ones without waiting, and seals each run of issues once (seal), since an event
-  // recorded between two NCCL calls cost each call 1-2 us on the GPU machine and kept the
-  // kernels from running back to back (docs/benchmarks.md, issue_cost_probe).
+  // recorded after every NCCL call cost each call 1-2 us back to back on the two-GPU machine
+  // (docs/benchmarks.md, issue_cost_probe).
   virtual bool stream_ordered() const { return false; }
   // Records, after everything issued so far, the events that complete `issued` (the requests
   // issued since the last seal, in order): afterwards events(r) and test(r) answer for them.

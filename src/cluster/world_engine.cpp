@@ -895,7 +895,7 @@ void world_engine::issue_batch(std::size_t n) {
   // A long run of issues is sealed in parts: its first requests complete (and their callers
   // hear of it) without waiting for the whole run to be issued. A large request is sealed
   // alone: its event costs nothing next to its time on the GPU, and back to back from 16 MiB
-  // shared events were 2-5 % slower than one each on the GPU machine (docs/benchmarks.md).
+  // shared events were 2-8 % slower than one each on the GPU machine (docs/benchmarks.md).
   if (unsealed_.size() >= k_seal_most || (!unsealed_.empty() && unsealed_.back()->bytes() >= options_.seal_bytes)) {
     seal();
   }

@@ -26,18 +26,11 @@
 #include <thread>
 #include <vector>
 
+#include "probe_check.hpp"
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    const auto r_ = (x);                                                                        \
-    if (r_ != 0) {                                                                              \
-      std::printf("probe: %s failed with %d at line %d\n", #x, static_cast<int>(r_), __LINE__); \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                             \
-    }                                                                                           \
-  } while (0)
 
 struct setup {
   ncclComm_t comm;

@@ -18,6 +18,8 @@
 #include <cstring>
 #include <thread>
 
+#include "probe_check.hpp"
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -25,15 +27,6 @@ using clock_type = std::chrono::steady_clock;
 double ms_since(clock_type::time_point t0) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
-
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    const auto r_ = (x);                                                                        \
-    if (r_ != 0) {                                                                              \
-      std::printf("probe: %s failed with %d at line %d\n", #x, static_cast<int>(r_), __LINE__); \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                             \
-    }                                                                                           \
-  } while (0)
 
 void settle(ncclComm_t c) {
   ncclResult_t s = ncclInProgress;

@@ -328,12 +328,12 @@ future<void> world_engine::submit(std::unique_ptr<coll_request> r) {
   return out;
 }
 
-std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<coll_request>> rs) {
+std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<coll_request>> rs,
+                                                   std::uint64_t together) {
   std::vector<future<void>> out;
   out.reserve(rs.size());
   hand_over([&] {
     const auto deadline = clock::now() + options_.op_timeout;
-    const std::uint64_t together = rs.size() > 1 ? next_together_++ : 0;
     for (auto& r : rs) {
       if (assist_hook_) r->done.set_progress_hook(assist_hook_);
       out.push_back(r->done.get_future());

@@ -37,8 +37,12 @@ class world_engine {
 
   // Takes a validated request; its future fails at once if the world has failed.
   future<void> submit(std::unique_ptr<detail::coll_request> r);
-  // Several at once: the progress thread takes them in one go.
-  std::vector<future<void>> submit_all(std::vector<std::unique_ptr<detail::coll_request>> rs);
+  // Several at once: the progress thread takes them in one go. `together` (from together_id(),
+  // or 0) names the submit_all call they came with; one call may hand its requests over in parts.
+  std::vector<future<void>> submit_all(std::vector<std::unique_ptr<detail::coll_request>> rs, std::uint64_t together);
+  std::uint64_t together_id() { return next_together_.fetch_add(1, std::memory_order_relaxed); }
+  // Whether `r` is a small all_reduce this world packs with others.
+  bool packs(const detail::coll_request& r) const { return packable(r); }
   world::stats_snapshot stats() const;
   // Runs `f` on the progress thread once everything submitted before has finished.
   result<void> when_idle(std::function<result<void>()> f);
@@ -109,7 +113,7 @@ class world_engine {
   std::optional<error> outside_failure_;
   std::uint64_t next_seq_ = 1;
   bool accept_direct_ = false;  // (under mutex_ and issue_mutex_) accept() queues into queue_
-  std::uint64_t next_together_ = 1;
+  std::atomic<std::uint64_t> next_together_{1};
   const std::uint64_t id_;
   // Counted with atomics: callers and the progress thread never wait on each other for them.
   struct counters {

@@ -321,7 +321,7 @@ TEST_F(Collectives, DeviceReadsWaitForARunOfPendingCollectives) {
 TEST_F(Collectives, SmallAllReducesSubmittedTogetherArePacked) {
   auto w = make_world();
   ASSERT_TRUE(w);
-  constexpr int k = 200;
+  constexpr int k = 100;  // (one part: see LongSubmitAllCallsAreHandedOverInParts)
   const auto bufs = counting_buffers(k, 512);
   std::vector<cluster::coll_spec> specs;
   for (const auto& b : bufs) specs.push_back(sum_in_place(b));
@@ -338,6 +338,49 @@ TEST_F(Collectives, SmallAllReducesSubmittedTogetherArePacked) {
   EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
   EXPECT_EQ(s.issues, 2u);
   EXPECT_EQ(s.agreements, 1u);  // one plan covered both batches
+}
+
+TEST_F(Collectives, LongSubmitAllCallsAreHandedOverInParts) {
+  // 1000 independent small all_reduces in one call: the progress thread starts on the first 128
+  // while the call makes the rest, so the ranks agree on more than one plan; every request still
+  // packs (each rank's queue holds whole parts, and the plans end where the shortest queue does).
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 1000;
+  const auto bufs = counting_buffers(k, 8);
+  std::vector<cluster::coll_spec> specs;
+  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  auto done = w->submit_all(std::move(specs));
+  ASSERT_EQ(done.size(), static_cast<std::size_t>(k));
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  for (int i = 0; i < k; ++i) {
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 1))) << "buffer " << i;
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k));
+  if (size_ > 1) {
+    EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
+    EXPECT_GE(s.agreements, 2u);
+    EXPECT_LE(s.issues, static_cast<std::uint64_t>(k / 128 + 1));
+  }
+}
+
+TEST_F(Collectives, ACallThatReusesABufferIsHandedOverInOneGo) {
+  // The second request reduces the first one's buffer again: nothing is handed over early, so
+  // one plan covers all 301 requests (two batches, cut where the buffer repeats).
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 300;
+  const auto bufs = counting_buffers(k, 8);
+  std::vector<cluster::coll_spec> specs;
+  specs.push_back(sum_in_place(bufs[0]));
+  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  EXPECT_EQ(read(bufs[0]), std::vector<float>(8, summed(0, 2)));
+  EXPECT_EQ(read(bufs[k - 1]), std::vector<float>(8, summed(k - 1, 1)));
+  if (size_ > 1) {
+    EXPECT_EQ(w->stats().agreements, 1u);
+  }
 }
 
 // A latency-bound caller (one small all_reduce at a time, each waited for) opens a window in

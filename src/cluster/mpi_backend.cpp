@@ -124,9 +124,9 @@ void divide_elements(dtype t, void* p, std::size_t n, int by) {
 
 struct host_state {
   std::vector<MPI_Request> requests;
-  std::shared_ptr<host_allreduce> reduction;  // instead of requests, for a small all_reduce
+  std::shared_ptr<host_allreduce> reduction;           // instead of requests, for a small all_reduce
   std::vector<std::shared_ptr<host_allreduce>> parts;  // instead of requests, for a packed all_reduce
-  std::function<void()> finish;               // runs once, when the requests are done
+  std::function<void()> finish;                        // runs once, when the requests are done
   bool finished = false;
 };
 

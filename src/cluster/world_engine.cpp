@@ -951,8 +951,10 @@ void world_engine::complete_finished(bool by_caller) {
   }
   if (n > 0 && by_caller) stats_.assisted.fetch_add(n, std::memory_order_release);
   if (n > 0) stats_.requests.fetch_add(n, std::memory_order_release);
+  // Every finished future resolves before any request is freed: the callers of a packed batch of
+  // 1000 hear of it without waiting for 999 others' requests to be taken apart first.
   for (std::size_t i = 0; i < n; ++i) {
-    auto& r = *in_flight_.front();
+    auto& r = *in_flight_[i];
     if (!r.writes_published) publish_writes(r, {});
     completed_seq_ = r.seq;
     r.stamp(trace_stage::done);
@@ -961,8 +963,8 @@ void world_engine::complete_finished(bool by_caller) {
       r.stamp(trace_stage::resolved);
       request_trace::get().add(r.trace);
     }
-    in_flight_.pop_front();
   }
+  in_flight_.erase(in_flight_.begin(), in_flight_.begin() + static_cast<std::ptrdiff_t>(n));
   if (failed) fail_world(*failed, in_flight_.front().get());
 }
 

@@ -124,9 +124,8 @@ void divide_elements(dtype t, void* p, std::size_t n, int by) {
 
 struct host_state {
   std::vector<MPI_Request> requests;
-  std::shared_ptr<host_allreduce> reduction;           // instead of requests, for a small all_reduce
-  std::vector<std::shared_ptr<host_allreduce>> parts;  // instead of requests, for a packed all_reduce
-  std::function<void()> finish;                        // runs once, when the requests are done
+  std::shared_ptr<host_allreduce> reduction;  // instead of requests, for a small all_reduce
+  std::function<void()> finish;               // runs once, when the requests are done
   bool finished = false;
 };
 
@@ -280,20 +279,7 @@ class mpi_backend final : public comm_backend {
     }
     auto st = std::make_shared<host_state>();
     ATOMR_ASSIGN_OR_RETURN(MPI_Op mop, mpi_op(type, op));
-    if (rd_bytes_ > 0) {
-      // In parts of at most ATOMR_HOST_RD_BYTES, all in flight at once, by point-to-point
-      // reduction: Open MPI's MPI_Iallreduce (libnbc) of a 2 MiB pack copied it through a
-      // self-send first, and packing 1000 x 2 KiB all_reduces lost to issuing them one by one
-      // (0.7-0.9x on the 2-core VM and on the GPU machine's cores). The parts follow from the
-      // size alone, so every rank splits alike.
-      const std::size_t part = std::max<std::size_t>(1, rd_bytes_ / elem);
-      for (std::size_t at = 0; at < total; at += part) {
-        const std::size_t n = std::min(part, total - at);
-        ATOMR_ASSIGN_OR_RETURN(auto red, start_reduction(pack.get() + at * elem, static_cast<int>(n), mpi_type(type),
-                                                         mop, batch.front()->deadline, n * elem));
-        st->parts.push_back(std::move(red));
-      }
-    } else if (use_reduction(total * elem)) {
+    if (use_reduction(total * elem)) {
       ATOMR_ASSIGN_OR_RETURN(st->reduction, start_reduction(pack.get(), static_cast<int>(total), mpi_type(type), mop,
                                                             batch.front()->deadline, total * elem));
     } else {
@@ -324,9 +310,6 @@ class mpi_backend final : public comm_backend {
     if (st->reduction) {
       ATOMR_TRY(progress_reductions());
       done = st->reduction->done() ? 1 : 0;
-    } else if (!st->parts.empty()) {
-      ATOMR_TRY(progress_reductions());
-      done = std::all_of(st->parts.begin(), st->parts.end(), [](const auto& p) { return p->done(); }) ? 1 : 0;
     } else {
       ATOMR_TRY(ATOMR_MPI_CHECK(
           MPI_Testall(static_cast<int>(st->requests.size()), st->requests.data(), &done, MPI_STATUSES_IGNORE)));

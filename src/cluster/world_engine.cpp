@@ -964,7 +964,7 @@ void world_engine::complete_finished(bool by_caller) {
       request_trace::get().add(r.trace);
     }
   }
-  in_flight_.erase(in_flight_.begin(), in_flight_.begin() + static_cast<std::ptrdiff_t>(n));
+  for (std::size_t i = 0; i < n; ++i) in_flight_.pop_front();  // (a range erase costs ~400 instructions even when empty)
   if (failed) fail_world(*failed, in_flight_.front().get());
 }
 

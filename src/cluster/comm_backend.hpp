@@ -32,6 +32,7 @@ struct coll_request {
   // touch each other's buffers go in one NCCL group: every rank makes the same calls, so the
   // groups are the same everywhere without asking the other ranks.
   std::uint64_t together = 0;
+  bool ends_call = false;  // the last request of its submit_all call
   // The request timeline (request_trace), when tracing was on at submission.
   bool traced = false;
   traced_request trace{};

@@ -231,7 +231,10 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
     at.push_back(i);
     if (in_parts && part.size() == k_part && i + 1 < specs.size()) hand_over();
   }
-  if (!part.empty()) hand_over();
+  if (!part.empty()) {
+    part.back()->ends_call = together != 0;
+    hand_over();
+  }
   std::vector<future<void>> done;
   done.reserve(out.size());
   for (auto& f : out) done.push_back(std::move(*f));

@@ -265,7 +265,7 @@ void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point dea
   }
   if (accept_direct_) {
     r->stamp(trace_stage::taken);
-    queue_.push_back(std::move(r));
+    enqueue(std::move(r));
     return;
   }
   inbox_.push_back(std::move(r));
@@ -501,7 +501,7 @@ void world_engine::take_inbox_locked() {
   }
   while (!inbox_.empty()) {
     inbox_.front()->stamp(trace_stage::taken);
-    queue_.push_back(std::move(inbox_.front()));
+    enqueue(std::move(inbox_.front()));
     inbox_.pop_front();
   }
   inbox_flag_.store(false, std::memory_order_relaxed);
@@ -727,7 +727,12 @@ bool world_engine::start_issue() {
       return true;
     }
   }
-  if (packable(head) && in_flight_.size() >= k_pack_window_depth) return false;
+  // (Once the last request of a submit_all call is queued, its requests have nothing more to
+  // wait for: the last part of 1000 small all_reduces waited for the batch before it to finish.)
+  if (packable(head) && in_flight_.size() >= k_pack_window_depth &&
+      (head.together == 0 || head.together != queued_call_end_)) {
+    return false;
+  }
   // Alone at one rank, a lone small all_reduce has nothing to pack with and nobody to agree
   // with: the plan would be that request alone.
   if (packable(head) && control_size_ == 1 && !options_.check && queue_.size() == 1) {
@@ -964,7 +969,8 @@ void world_engine::complete_finished(bool by_caller) {
       request_trace::get().add(r.trace);
     }
   }
-  for (std::size_t i = 0; i < n; ++i) in_flight_.pop_front();  // (a range erase costs ~400 instructions even when empty)
+  for (std::size_t i = 0; i < n; ++i)
+    in_flight_.pop_front();  // (a range erase costs ~400 instructions even when empty)
   if (failed) fail_world(*failed, in_flight_.front().get());
 }
 

@@ -142,6 +142,13 @@ class world_engine {
     if (deep_.load(std::memory_order_relaxed) != deep) deep_.store(deep, std::memory_order_relaxed);
   }
   std::deque<std::unique_ptr<detail::coll_request>> queue_;
+  // The submit_all call whose last request entered queue_ last: all of that call is queued, so
+  // its small all_reduces need not wait in the packing window for more to come.
+  std::uint64_t queued_call_end_ = 0;
+  void enqueue(std::unique_ptr<detail::coll_request> r) {
+    if (r->ends_call) queued_call_end_ = r->together;
+    queue_.push_back(std::move(r));
+  }
   // Scratch lists of the issuing side, kept for their capacity (under issue_mutex_).
   detail::member_waits scratch_waits_, scratch_mine_;
   std::vector<std::unique_ptr<detail::coll_request>> scratch_batch_;

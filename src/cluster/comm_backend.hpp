@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "atomr/cluster/request_trace.hpp"
 #include "atomr/cluster/world.hpp"
 
@@ -23,8 +25,11 @@ struct coll_request {
   std::size_t count = 0;  // resolved: elements per rank, as NCCL counts them
   std::uint64_t seq = 0;  // 1, 2, ... in submission order, the same on every rank
   clock::time_point deadline;
-  std::vector<local::detail::write_ticket> writes;  // recv blocks, with this request's write
-  std::vector<local::detail::write_ticket> reads;   // send-only blocks, with the writes before
+  // (Held inline for a request's first two buffers: a heap list each was an allocation and a free
+  // per request on the paths that make and complete them.)
+  using tickets = boost::container::small_vector<local::detail::write_ticket, 2>;
+  tickets writes;  // recv blocks, with this request's write
+  tickets reads;   // send-only blocks, with the writes before
   promise<void> done;
   std::shared_ptr<void> state;  // the backend's, while in flight
   bool writes_published = false;
@@ -33,6 +38,9 @@ struct coll_request {
   // groups are the same everywhere without asking the other ranks.
   std::uint64_t together = 0;
   bool ends_call = false;  // the last request of its submit_all call
+  // ready() found every write it depends on enqueued, with nothing to wait for: that cannot change
+  // (later writes come after it), so issuing it needs no second look.
+  mutable bool no_waits = false;
   // The request timeline (request_trace), when tracing was on at submission.
   bool traced = false;
   traced_request trace{};

@@ -3,14 +3,13 @@
 
 #include <mpi.h>
 
+#include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <boost/container/small_vector.hpp>
 
 #include "atomr/cluster/request_trace.hpp"
 #include "atomr/cluster/world.hpp"

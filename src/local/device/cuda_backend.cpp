@@ -255,7 +255,11 @@ class cuda_backend final : public device_backend {
         }
       }
     }
-    return ATOMR_CUDA_CHECK(cudaMemcpyPeerAsync(dst, index_, src, src_device, bytes, stream_));
+    // cudaMemcpyAsync, not cudaMemcpyPeerAsync: between pool allocations (what device buffers
+    // are) the peer call costs 2-3 us more per copy and gets 0.4-0.6 of the bandwidth up to 1 MiB,
+    // while the unified-address copy runs at cudaMalloc'd memory's speed (peer_copy_probe, two
+    // H200s: docs/gpu-results.md, tenth session).
+    return ATOMR_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_));
   }
 
   result<void*> load_module(std::span<const std::byte> image) override {

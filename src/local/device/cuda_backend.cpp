@@ -26,12 +26,17 @@
 namespace atomr::local {
 namespace {
 
-// Waits on the device's completion events in order on its own thread and wakes the device actor
-// after each. (A host function in the stream would do the same but stalls the stream until the
-// CPU has run it, which costs every following copy a round trip.)
+// Waits on the device's completion events in order on its own thread and answers each; the
+// device actor is woken to retire them only once the queue goes quiet (or every 64): a wake-up
+// per completion put the device thread on the lane just as the answered caller came back with
+// its next operation. (A host function in the stream would do the same but stalls the stream
+// until the CPU has run it, which costs every following copy a round trip.)
 class completion_waiter {
  public:
-  explicit completion_waiter(int device) : thread_([this, device] { run(device); }) {}
+  // `quiet` (may be empty) is called after completions once the queue has stayed empty for the
+  // look below, or after k_quiet_every completions in a row.
+  completion_waiter(int device, std::function<void()> quiet)
+      : quiet_(std::move(quiet)), thread_([this, device] { run(device); }) {}
   ~completion_waiter() {
     {
       std::lock_guard lock(mutex_);
@@ -52,22 +57,17 @@ class completion_waiter {
   }
 
  private:
+  static constexpr unsigned k_quiet_every = 64;
+
   void run(int device) {
     cudaSetDevice(device);
     std::unique_lock lock(mutex_);
+    unsigned unreported = 0;  // completions since quiet_ was last called
     while (true) {
-      if (queue_.empty() && !stopping_) {
-        // Operations often come back to back: look for the next one for a while before sleeping.
-        const auto seen = queued_.load(std::memory_order_acquire);
+      if (queue_.empty() && !stopping_ && look_found_nothing(lock) && unreported > 0) {
+        unreported = 0;
         lock.unlock();
-        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-        // With the pause hint where cores are plenty: a yield is a system call, and this look
-        // is on the path of every completion (the GPU machine's profile: 44 % of this thread).
-        const spin_relax relax;
-        for (unsigned i = 1; queued_.load(std::memory_order_acquire) == seen; ++i) {
-          relax();
-          if ((i & 63) == 0 && std::chrono::steady_clock::now() >= until) break;
-        }
+        if (quiet_) quiet_();
         lock.lock();
       }
       ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -79,8 +79,34 @@ class completion_waiter {
       const bool completed = cudaEventSynchronize(static_cast<cudaEvent_t>(event.get())) == cudaSuccess;
       if (!completed) cudaGetLastError();
       wake(completed);
+      if (++unreported >= k_quiet_every) {
+        unreported = 0;
+        if (quiet_) quiet_();
+      }
       lock.lock();
     }
+  }
+
+  // Operations often come back to back: looks for the next one for a while before sleeping.
+  // True when none came (the lock is held again either way).
+  bool look_found_nothing(std::unique_lock<std::mutex>& lock) {
+    const auto seen = queued_.load(std::memory_order_acquire);
+    lock.unlock();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    // With the pause hint where cores are plenty: a yield is a system call, and this look
+    // is on the path of every completion (the GPU machine's profile: 44 % of this thread).
+    const spin_relax relax;
+    bool nothing = true;
+    for (unsigned i = 1;; ++i) {
+      if (queued_.load(std::memory_order_acquire) != seen) {
+        nothing = false;
+        break;
+      }
+      relax();
+      if ((i & 63) == 0 && std::chrono::steady_clock::now() >= until) break;
+    }
+    lock.lock();
+    return nothing && queue_.empty();
   }
 
   std::mutex mutex_;
@@ -88,6 +114,7 @@ class completion_waiter {
   std::deque<std::pair<std::shared_ptr<void>, std::function<void(bool)>>> queue_;
   std::atomic<std::uint64_t> queued_{0};  // events ever queued: lets the thread look without the lock
   bool stopping_ = false;
+  std::function<void()> quiet_;
   std::thread thread_;
 };
 
@@ -140,7 +167,7 @@ class cuda_backend final : public device_backend {
       ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemPoolSetAccess(pool, &access, 1)));
     }
     events_ = std::make_shared<cuda_event_pool>();
-    waiter_ = std::make_unique<completion_waiter>(index_);
+    waiter_ = std::make_unique<completion_waiter>(index_, quiet_);
     return ok();
   }
 
@@ -356,6 +383,8 @@ class cuda_backend final : public device_backend {
     if (previous >= 0 && previous != index_) (void)ATOMR_CUDA_CHECK(cudaSetDevice(previous));
   }
 
+  void on_quiet(std::function<void()> quiet) override { quiet_ = std::move(quiet); }
+
   result<std::shared_ptr<void>> mark(std::function<void(bool)> done) override {
     context::scoped_device bound(index_);
     ATOMR_ASSIGN_OR_RETURN(std::shared_ptr<void> event, events_->take());
@@ -467,6 +496,7 @@ class cuda_backend final : public device_backend {
   cudaMemPool_t pool_ = nullptr;  // where buffers come from
   bool own_pool_ = false;         // pool_ is ours (shareable with other processes), not the default
   std::unique_ptr<completion_waiter> waiter_;
+  std::function<void()> quiet_;  // for the waiter (on_quiet)
   std::set<int> peers_enabled_;
   std::shared_ptr<detail::pinned_pool> pinned_;
 };

@@ -75,6 +75,7 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
     auto backend = make_backend(state_->kind(), state_->device());
     if (backend) {
       backend_ = std::move(backend).value();
+      backend_->on_quiet([self = context().self()] { (void)self.tell(detail::poll_op{}); });
       if (auto r = backend_->init(); !r) return give_up(r.error_value().with_context("starting the device"));
       lane_->attach(this);
       return;
@@ -393,8 +394,13 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
                           std::function<void()> after = {}) {
     auto outcome = std::make_shared<completion>(std::move(reply), std::move(after));
     auto event = backend_->mark([self = context().self(), outcome](bool ok) {
-      if (ok) outcome->succeed();
-      (void)self.tell(detail::poll_op{});  // the actor retires it; a failure is the actor's to handle
+      // The actor retires it when the backend goes quiet (on_quiet); a failure is the actor's to
+      // handle at once.
+      if (ok) {
+        outcome->succeed();
+      } else {
+        (void)self.tell(detail::poll_op{});
+      }
     });
     if (!event) {
       outcome->fail(event.error_value());

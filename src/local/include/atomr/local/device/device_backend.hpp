@@ -78,6 +78,10 @@ class device_backend {
   // never be called if the device failed, so callers also poll finished(). The same event is what
   // readers on other devices wait on (wait_event) before reading buffers that work wrote.
   virtual result<std::shared_ptr<void>> mark(std::function<void(bool ok)> done) = 0;
+  // Set before init(): called from another thread after marks' `done` calls once no more work is
+  // waited for (or after many in a row), for the owner to retire what finished in one go rather
+  // than after every mark. Never called where marks finish at once (no `done` calls).
+  virtual void on_quiet(std::function<void()> /*quiet*/) {}
   // True once the work before `event` has finished; the failure if it failed.
   virtual result<bool> finished(const std::shared_ptr<void>& event) = 0;
   virtual result<void> wait_event(const std::shared_ptr<void>& event) = 0;

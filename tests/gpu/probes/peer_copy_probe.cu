@@ -27,13 +27,13 @@
 #include <thread>
 #include <vector>
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    const cudaError_t r_ = (x);                                                                 \
-    if (r_ != cudaSuccess) {                                                                    \
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    const cudaError_t r_ = (x);                                                               \
+    if (r_ != cudaSuccess) {                                                                  \
       std::printf("probe: %s failed: %s at line %d\n", #x, cudaGetErrorString(r_), __LINE__); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
 
 namespace {
@@ -252,8 +252,8 @@ int main(int argc, char** argv) {
   };
   for (int round = 0; round < 2; ++round) {
     for (const std::size_t bytes : sizes) {
-      const int iters = static_cast<int>(
-          std::min<std::size_t>(2000, std::max<std::size_t>(10, (std::size_t{4} << 30) / bytes)));
+      const int iters =
+          static_cast<int>(std::min<std::size_t>(2000, std::max<std::size_t>(10, (std::size_t{4} << 30) / bytes)));
       const int lat_iters = std::min(iters, 1000);
       std::printf("round %d bytes %zu iters %d\n", round, bytes, iters);
       for (const auto& m : modes) {

@@ -309,7 +309,7 @@ void world_engine::hand_over(Accept&& accept_all) {
     // The progress thread polls what is left (and is the watchdog for it). What finished here
     // needs nothing from it: kicking it anyway had it take the locks this caller takes next.
     const bool left = !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty();
-    if (!left) return;
+    if (!left) return free_retired();  // (all of them: nothing is open)
     // Only the progress thread clears the kick, and only holding issue_mutex_ (as this caller
     // does now): one already set stays set until that thread has looked.
     if (kick_.load(std::memory_order_acquire)) return;
@@ -475,6 +475,7 @@ void world_engine::run() {
     issue_ready();
     complete_finished();
     check_health();
+    free_retired();
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size());
     busy = !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty();
     issuing.unlock();
@@ -958,7 +959,7 @@ void world_engine::complete_finished(bool by_caller) {
   // its future also sees it in stats().
   std::size_t n = 0;
   std::optional<error> failed;
-  for (; n < in_flight_.size(); ++n) {
+  for (; n < in_flight_.size() && n < k_resolve_chunk; ++n) {
     auto finished = backend_->test(*in_flight_[n]);
     if (!finished) {
       failed = finished.error_value().with_context("waiting for " + in_flight_[n]->describe());
@@ -969,7 +970,9 @@ void world_engine::complete_finished(bool by_caller) {
   if (n > 0 && by_caller) stats_.assisted.fetch_add(n, std::memory_order_release);
   if (n > 0) stats_.requests.fetch_add(n, std::memory_order_release);
   // Every finished future resolves before any request is freed: the callers of a packed batch of
-  // 1000 hear of it without waiting for 999 others' requests to be taken apart first.
+  // 1000 hear of it without waiting for 999 others' requests to be taken apart first (they are
+  // freed later: free_retired).
+  last_resolved_ = n;
   for (std::size_t i = 0; i < n; ++i) {
     auto& r = *in_flight_[i];
     if (!r.writes_published) publish_writes(r, {});
@@ -981,9 +984,19 @@ void world_engine::complete_finished(bool by_caller) {
       request_trace::get().add(r.trace);
     }
   }
-  for (std::size_t i = 0; i < n; ++i)
+  for (std::size_t i = 0; i < n; ++i) {
+    retired_.push_back(std::move(in_flight_.front()));
     in_flight_.pop_front();  // (a range erase costs ~400 instructions even when empty)
+  }
   if (failed) fail_world(*failed, in_flight_.front().get());
+}
+
+void world_engine::free_retired() {
+  if (retired_.empty()) return;
+  const bool open = !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty();
+  // A turn that resolved a whole chunk has more to resolve: it frees only a few.
+  const std::size_t most = !open ? retired_.size() : last_resolved_ == k_resolve_chunk ? 8 : k_resolve_chunk;
+  for (std::size_t i = 0; i < most && !retired_.empty(); ++i) retired_.pop_back();
 }
 
 void world_engine::check_health() {

@@ -489,7 +489,11 @@ void world_engine::run() {
 
 void world_engine::take_inbox() {
   if (!inbox_flag_.load(std::memory_order_acquire)) return;
-  std::lock_guard lock(mutex_);
+  // The flag goes up while a caller still holds mutex_ (handing over a part of a submit_all call
+  // holds it for 128 requests): waiting for it would put this thread to sleep in the kernel.
+  // Look again next turn instead.
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
   take_inbox_locked();
 }
 

@@ -51,8 +51,11 @@ class completion_waiter {
     {
       std::lock_guard lock(mutex_);
       queue_.emplace_back(std::move(event), std::move(wake));
-      queued_.fetch_add(1, std::memory_order_release);
     }
+    // Counted once the lock is free: the looking thread takes the lock as soon as it sees the
+    // count move, and finding it still held here put it to sleep in the kernel (a futex wait and
+    // wake on every completion's path).
+    queued_.fetch_add(1, std::memory_order_release);
     ready_.notify_one();
   }
 

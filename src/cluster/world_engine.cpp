@@ -308,8 +308,7 @@ void world_engine::hand_over(Accept&& accept_all) {
     if (assist_hook_) complete_finished(true);
     // The progress thread polls what is left (and is the watchdog for it). What finished here
     // needs nothing from it: kicking it anyway had it take the locks this caller takes next.
-    const bool left = !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty();
-    if (!left) return free_retired();  // (all of them: nothing is open)
+    if (!has_open()) return free_retired();  // (all of them: nothing is open)
     // Only the progress thread clears the kick, and only holding issue_mutex_ (as this caller
     // does now): one already set stays set until that thread has looked.
     if (kick_.load(std::memory_order_acquire)) return;
@@ -477,7 +476,7 @@ void world_engine::run() {
     check_health();
     free_retired();
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size());
-    busy = !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty();
+    busy = has_open();
     issuing.unlock();
     if (before != after) {
       last_change = clock::now();
@@ -997,7 +996,7 @@ void world_engine::complete_finished(bool by_caller) {
 
 void world_engine::free_retired() {
   if (retired_.empty()) return;
-  const bool open = !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty();
+  const bool open = has_open();
   // A turn that resolved a whole chunk has more to resolve: it frees only a few.
   const std::size_t most = !open ? retired_.size() : last_resolved_ == k_resolve_chunk ? 8 : k_resolve_chunk;
   for (std::size_t i = 0; i < most && !retired_.empty(); ++i) retired_.pop_back();

@@ -164,6 +164,8 @@ class world_engine {
   static constexpr std::size_t k_resolve_chunk = 64;
   std::size_t last_resolved_ = 0;  // by the last complete_finished
   void free_retired();
+  // Requests queued or in flight, or an exchange under way (under issue_mutex_).
+  bool has_open() const { return !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty(); }
   // On a stream-ordered backend: the requests issued since the last seal (the tail of in_flight_)
   // and the writes they make, by buffer and sequence number. Until the seal their writes are not
   // published: other devices wait for it, while this world's own later requests, which run

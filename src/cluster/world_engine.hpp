@@ -95,7 +95,9 @@ class world_engine {
   bool packable(const detail::coll_request& r) const;
   bool groupable(const detail::coll_request& r) const;
   void publish_writes(detail::coll_request& r, const std::vector<std::shared_ptr<void>>& events);
-  std::size_t member_of(const std::shared_ptr<local::buffer_block>& b) const;
+  std::size_t member_of(const local::buffer_block& b) const;
+  // Whether the request queued behind the head already ends the head's packed batch.
+  bool head_is_cut();
 
   MPI_Comm control_;
   std::unique_ptr<detail::comm_backend> backend_;
@@ -171,7 +173,8 @@ class world_engine {
   // published: other devices wait for it, while this world's own later requests, which run
   // after them on the same streams, are ready at once (see ready()).
   std::vector<detail::coll_request*> unsealed_;
-  std::vector<std::pair<const local::buffer_block*, std::uint64_t>> unsealed_writes_;
+  std::vector<std::pair<local::buffer_block*, std::uint64_t>> unsealed_writes_;
+  std::vector<std::pair<local::buffer_block*, std::uint64_t>> scratch_latest_;  // (seal)
   bool unsealed_covers(const local::buffer_block* b, std::uint64_t seq) const;
   // Records the completion of the unsealed requests and publishes their writes.
   void seal();

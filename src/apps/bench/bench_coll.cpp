@@ -39,6 +39,9 @@ struct settings {
   coll_kind kind = coll_kind::all_reduce;
   std::size_t min_bytes = 8, max_bytes = 128 << 20, factor = 2;
   int iters = 20, warmup = 5, root = 0;
+  // The timed iterations are split into this many rounds, atomr's and raw's interleaved, so that
+  // a host whose speed drifts during the run moves both columns alike.
+  int rounds = 4;
   bool check = true, blocking = false, host = false;
   reduce_op op = reduce_op::sum;
   al::dtype type = al::dtype::f32;
@@ -329,8 +332,10 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                 std::string(cluster::to_string(s.kind)).c_str(), n, std::string(to_string(w.backend())).c_str(),
                 devs.size(), std::string(al::to_string(s.type)).c_str(), std::string(cluster::to_string(s.op)).c_str(),
                 s.root);
-    std::printf("# iters %d, warmup %d, check %d, blocking %d; MPI_Init to first all_reduce done: %.1f ms\n", s.iters,
-                s.warmup, s.check ? 1 : 0, s.blocking ? 1 : 0, startup.total_ms);
+    std::printf(
+        "# iters %d, warmup %d, rounds %d (atomr and raw taking turns), check %d, blocking %d; MPI_Init to first "
+        "all_reduce done: %.1f ms\n",
+        s.iters, s.warmup, std::clamp(s.rounds, 1, s.iters), s.check ? 1 : 0, s.blocking ? 1 : 0, startup.total_ms);
     std::printf("# startup, max over ranks (ms):");
     for (const auto& [name, ms] : startup.phases)
       std::printf(" %s %.1f%s", name.c_str(), ms, &name == &startup.phases.back().first ? "" : ",");
@@ -352,36 +357,52 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
     row r;
     r.count = count * parts;
     r.bytes = r.count * sizeof(T);
-    auto measure = [&](bool in_place, timing& t) -> result<void> {
-      if (in_place && s.kind == coll_kind::all_to_all) {
-        t.wrong = -2;
-        return ok();
+    // Each of the four columns runs iters / rounds timed iterations per round (after warmup /
+    // rounds untimed ones), and the rounds take turns: atomr out of place, in place, raw out of
+    // place, in place. A column's time is its total over the rounds per iteration.
+    const bool no_in_place = s.kind == coll_kind::all_to_all;
+    if (no_in_place) r.ip.wrong = r.raw_ip.wrong = -2;
+    if (s.check) {
+      for (bool in_place : {false, true}) {
+        if (in_place && no_in_place) continue;
+        auto& t = in_place ? r.ip : r.oop;
+        auto checked = runner.check(count, in_place);
+        if (!checked) {
+          return fail(checked.error_value().with_context(std::string(in_place ? "in-place" : "out-of-place") + " at " +
+                                                         std::to_string(r.bytes) + " B"));
+        }
+        t.wrong = sum_over_ranks(comm, *checked);
       }
-      if (s.check) {
-        ATOMR_ASSIGN_OR_RETURN(t.wrong, runner.check(count, in_place));
+    }
+    const int rounds = std::clamp(s.rounds, 1, s.iters);
+    double sec[4] = {0, 0, 0, 0};  // oop, ip, raw oop, raw ip
+    for (int round = 0; round < rounds; ++round) {
+      const int n = s.iters / rounds + (round < s.iters % rounds ? 1 : 0);
+      const int w = s.warmup / rounds + (round < s.warmup % rounds ? 1 : 0);
+      for (int col = 0; col < 4; ++col) {
+        const bool in_place = (col % 2) == 1;
+        if (in_place && no_in_place) continue;
+        auto timed = [&]() -> result<double> {
+          if (col < 2) {
+            if (w > 0) ATOMR_TRY(runner.time(count, in_place, w));
+            ATOMR_ASSIGN_OR_RETURN(const double per_op, runner.time(count, in_place, n));
+            return per_op * n;
+          }
+          if (w > 0) ATOMR_TRY((*raw)->run(s.kind, count, in_place, w, s.blocking));
+          return (*raw)->run(s.kind, count, in_place, n, s.blocking);
+        }();
+        if (!timed) {
+          static const char* names[] = {"out-of-place", "in-place", "raw out-of-place", "raw in-place"};
+          return fail(
+              timed.error_value().with_context(std::string(names[col]) + " at " + std::to_string(r.bytes) + " B"));
+        }
+        sec[col] += *timed;
       }
-      if (s.warmup > 0) ATOMR_TRY(runner.time(count, in_place, s.warmup));
-      ATOMR_ASSIGN_OR_RETURN(const double sec, runner.time(count, in_place, s.iters));
-      t.us = mean_over_ranks(comm, sec) * 1e6;
-      if (s.check) t.wrong = sum_over_ranks(comm, t.wrong);
-      return ok();
-    };
-    auto measure_raw = [&](bool in_place, timing& t) -> result<void> {
-      if (in_place && s.kind == coll_kind::all_to_all) {
-        t.wrong = -2;
-        return ok();
-      }
-      if (s.warmup > 0) ATOMR_TRY((*raw)->run(s.kind, count, in_place, s.warmup, s.blocking));
-      ATOMR_ASSIGN_OR_RETURN(const double sec, (*raw)->run(s.kind, count, in_place, s.iters, s.blocking));
-      t.us = mean_over_ranks(comm, sec / s.iters) * 1e6;
-      return ok();
-    };
-    for (auto [step, result] :
-         {std::pair{"out-of-place", measure(false, r.oop)}, std::pair{"in-place", measure(true, r.ip)},
-          std::pair{"raw out-of-place", measure_raw(false, r.raw_oop)},
-          std::pair{"raw in-place", measure_raw(true, r.raw_ip)}}) {
-      if (!result)
-        return fail(result.error_value().with_context(std::string(step) + " at " + std::to_string(r.bytes) + " B"));
+    }
+    timing* cols[4] = {&r.oop, &r.ip, &r.raw_oop, &r.raw_ip};
+    for (int col = 0; col < 4; ++col) {
+      if ((col % 2) == 1 && no_in_place) continue;
+      cols[col]->us = mean_over_ranks(comm, sec[col] / s.iters) * 1e6;
     }
     for (timing* t : {&r.oop, &r.ip, &r.raw_oop, &r.raw_ip}) {
       if (t->us > 0) {
@@ -507,6 +528,7 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                          {"op", cluster::to_string(s.op)},
                          {"iters", s.iters},
                          {"warmup", s.warmup},
+                         {"rounds", std::clamp(s.rounds, 1, s.iters)},
                          {"init_to_first_all_reduce_ms", startup.total_ms},
                          {"startup", startup.to_json()},
                          {"wrong", total_wrong},
@@ -535,6 +557,8 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
                                                                       "size multiplier (default 2)")(
       "iters,n", po::value(&s.iters), "timed iterations (default 20)")("warmup_iters,w", po::value(&s.warmup),
                                                                        "warmup iterations (default 5)")(
+      "rounds", po::value(&s.rounds),
+      "split -n and -w into this many rounds, atomr's and raw's taking turns (default 4)")(
       "check,c", po::value(&check), "check results (default 1)")("op,o", po::value(&op),
                                                                  "sum, prod, min, max, avg (default sum)")(
       "datatype,d", po::value(&type), "float, double, half, bfloat16, int8, uint8, int32, uint32, int64, uint64")(
@@ -587,6 +611,7 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   s.factor = static_cast<std::size_t>(factor);
   if (s.iters < 1) return bad("-n/--iters", "must be at least 1, got " + std::to_string(s.iters));
   if (s.warmup < 0) return bad("-w/--warmup_iters", "must not be negative, got " + std::to_string(s.warmup));
+  if (s.rounds < 1) return bad("--rounds", "must be at least 1, got " + std::to_string(s.rounds));
   if (check != 0 && check != 1) return bad("-c/--check", "takes 0 or 1, got " + std::to_string(check));
   if (blocking != 0 && blocking != 1) return bad("-z/--blocking", "takes 0 or 1, got " + std::to_string(blocking));
   if (s.root < 0) return bad("-r/--root", "must not be negative, got " + std::to_string(s.root));

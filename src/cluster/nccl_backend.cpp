@@ -218,8 +218,10 @@ class nccl_backend final : public comm_backend {
     ATOMR_TRY(enqueued);
     for (auto* r : batch) r->stamp(trace_stage::called);
     ATOMR_TRY(finish_nccl(batch.front()->deadline));
-    auto st = std::make_shared<nccl_state>();
-    for (auto* r : batch) r->state = st;
+    // The requests issued until the next seal share one state: the seal's events cover all of
+    // them (one allocation and one events list per seal, not per request).
+    if (!open_) open_ = std::make_shared<nccl_state>();
+    for (auto* r : batch) r->state = open_;
     return ok();
   }
 
@@ -331,12 +333,13 @@ class nccl_backend final : public comm_backend {
       ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e.get()), m.stream)));
       events.push_back(std::move(e));
     }
-    nccl_state* last = nullptr;  // a packed batch's requests share one state
+    nccl_state* last = nullptr;  // a packed batch's requests share one state, as do the others
     for (auto* r : issued) {
       auto* st = static_cast<nccl_state*>(r->state.get());
       if (st != last) st->events = events;
       last = st;
     }
+    open_.reset();
     return ok();
   }
 
@@ -519,6 +522,7 @@ class nccl_backend final : public comm_backend {
   std::atomic<bool> aborted_{false};
   bool in_progress_ = false;           // an enqueuing call answered ncclInProgress since the last settle
   std::shared_ptr<void> last_passed_;  // member 0's event of the last seal seen complete
+  std::shared_ptr<nccl_state> open_;   // shared by the requests issued since the last seal
   stall_watch watch_;                  // last: its thread stops before the members it aborts go
 };
 

@@ -162,6 +162,22 @@ class world_engine::assist_hook final : public local::progress_hook {
   world_engine* engine_;
 };
 
+namespace {
+// The hooks of every world so far, never freed (see the constructor), and listed so that a leak
+// checker sees them reachable.
+std::mutex kept_hooks_mutex;
+std::vector<std::unique_ptr<local::progress_hook>>* kept_hooks = nullptr;
+}  // namespace
+
+world_engine::assist_hook* world_engine::keep_forever(world_engine* e) {
+  auto hook = std::make_unique<assist_hook>(e);
+  auto* raw = hook.get();
+  std::lock_guard lock(kept_hooks_mutex);
+  if (kept_hooks == nullptr) kept_hooks = new std::vector<std::unique_ptr<local::progress_hook>>();
+  kept_hooks->push_back(std::move(hook));
+  return raw;
+}
+
 void world_engine::assist() {
   assisted_.mark();
   std::unique_lock issuing(issue_mutex_, std::try_to_lock);
@@ -192,7 +208,13 @@ world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backen
     fail_from_outside(error(errc::unavailable, text + " (a rank of this world; world::shrink() makes a world of the "
                                                       "living ranks)"));
   });
-  if (detail::wait_assist_enabled()) assist_hook_ = std::make_shared<assist_hook>(this);
+  if (detail::wait_assist_enabled()) {
+    // The hook outlives every future that may call it, so it is never freed (a few dozen bytes per
+    // world, inert once detached), and the futures hold it without an owner: a shared owner's
+    // count went up on the caller's thread and down on the progress thread (which frees the
+    // requests) for every request, a cache line the two threads pulled back and forth.
+    assist_hook_ = std::shared_ptr<assist_hook>(std::shared_ptr<assist_hook>(), keep_forever(this));
+  }
   thread_ = std::thread([this] { run(); });
 }
 
@@ -974,13 +996,13 @@ void world_engine::seal() {
   latest.clear();
   // (Only the last few buffers are looked through: a packed batch of 1000 writes 1000 buffers.)
   constexpr std::size_t k_look_back = 4;
-  for (const auto& [block, seq] : unsealed_writes_) {
+  for (const auto& w : unsealed_writes_) {
     const auto from = latest.size() > k_look_back ? latest.end() - k_look_back : latest.begin();
-    auto it = std::find_if(from, latest.end(), [&](const auto& l) { return l.first == block; });
+    auto it = std::find_if(from, latest.end(), [&](const auto& l) { return l.first == w.first; });
     if (it == latest.end()) {
-      latest.emplace_back(block, seq);
-    } else if (seq > it->second) {
-      it->second = seq;
+      latest.push_back(w);
+    } else if (w.second > it->second) {
+      it->second = w.second;
     }
   }
   for (const auto& [block, seq] : latest) {

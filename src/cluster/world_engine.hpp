@@ -65,8 +65,9 @@ class world_engine {
   // it does the progress thread's issuing and completing itself when nobody else is.
   void assist();
   class assist_hook;
-  std::shared_ptr<assist_hook> assist_hook_;
-  detail::assist_stamp assisted_;  // when a caller last assisted
+  static assist_hook* keep_forever(world_engine* e);
+  std::shared_ptr<assist_hook> assist_hook_;  // (owns nothing: the hook is kept forever)
+  detail::assist_stamp assisted_;             // when a caller last assisted
   void take_inbox();
   void take_inbox_locked();  // under mutex_ and issue_mutex_
   void issue_ready();

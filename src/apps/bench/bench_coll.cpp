@@ -377,19 +377,19 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
     const int rounds = std::clamp(s.rounds, 1, s.iters);
     double sec[4] = {0, 0, 0, 0};  // oop, ip, raw oop, raw ip
     for (int round = 0; round < rounds; ++round) {
-      const int n = s.iters / rounds + (round < s.iters % rounds ? 1 : 0);
-      const int w = s.warmup / rounds + (round < s.warmup % rounds ? 1 : 0);
+      const int timed_n = s.iters / rounds + (round < s.iters % rounds ? 1 : 0);
+      const int warm_n = s.warmup / rounds + (round < s.warmup % rounds ? 1 : 0);
       for (int col = 0; col < 4; ++col) {
         const bool in_place = (col % 2) == 1;
         if (in_place && no_in_place) continue;
         auto timed = [&]() -> result<double> {
           if (col < 2) {
-            if (w > 0) ATOMR_TRY(runner.time(count, in_place, w));
-            ATOMR_ASSIGN_OR_RETURN(const double per_op, runner.time(count, in_place, n));
-            return per_op * n;
+            if (warm_n > 0) ATOMR_TRY(runner.time(count, in_place, warm_n));
+            ATOMR_ASSIGN_OR_RETURN(const double per_op, runner.time(count, in_place, timed_n));
+            return per_op * timed_n;
           }
-          if (w > 0) ATOMR_TRY((*raw)->run(s.kind, count, in_place, w, s.blocking));
-          return (*raw)->run(s.kind, count, in_place, n, s.blocking);
+          if (warm_n > 0) ATOMR_TRY((*raw)->run(s.kind, count, in_place, warm_n, s.blocking));
+          return (*raw)->run(s.kind, count, in_place, timed_n, s.blocking);
         }();
         if (!timed) {
           static const char* names[] = {"out-of-place", "in-place", "raw out-of-place", "raw in-place"};

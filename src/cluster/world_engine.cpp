@@ -182,9 +182,20 @@ void world_engine::assist() {
   assisted_.mark();
   std::unique_lock issuing(issue_mutex_, std::try_to_lock);
   if (!issuing.owns_lock()) return;
-  take_inbox();
+  const bool took = take_inbox();
   issue_ready();
   complete_finished(true);
+  // Requests this caller took from the inbox are the progress thread's to watch as well: it may
+  // have gone to sleep for its 100 ms (nothing open, the inbox empty) just after this caller
+  // emptied the inbox, and a caller whose own wait gives up spinning sleeps too; then nobody
+  // polled the requests until that sleep ended.
+  if (took && has_open()) {
+    if (!kick_.load(std::memory_order_acquire)) {
+      std::lock_guard lock(mutex_);
+      kick_.store(true, std::memory_order_release);
+    }
+    wake_.notify_one();
+  }
 }
 
 world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backend> backend,
@@ -508,14 +519,16 @@ void world_engine::run() {
   }
 }
 
-void world_engine::take_inbox() {
-  if (!inbox_flag_.load(std::memory_order_acquire)) return;
+bool world_engine::take_inbox() {
+  if (!inbox_flag_.load(std::memory_order_acquire)) return false;
   // The flag goes up while a caller still holds mutex_ (handing over a part of a submit_all call
   // holds it for 128 requests): waiting for it would put this thread to sleep in the kernel.
   // Look again next turn instead.
   std::unique_lock lock(mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return;
+  if (!lock.owns_lock()) return false;
+  const bool any = !inbox_.empty();
   take_inbox_locked();
+  return any;
 }
 
 void world_engine::take_inbox_locked() {

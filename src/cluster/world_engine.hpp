@@ -68,8 +68,8 @@ class world_engine {
   static assist_hook* keep_forever(world_engine* e);
   std::shared_ptr<assist_hook> assist_hook_;  // (owns nothing: the hook is kept forever)
   detail::assist_stamp assisted_;             // when a caller last assisted
-  void take_inbox();
-  void take_inbox_locked();  // under mutex_ and issue_mutex_
+  bool take_inbox();                          // true if it took any request
+  void take_inbox_locked();                   // under mutex_ and issue_mutex_
   void issue_ready();
   bool start_issue();
   // Packing plans: one exchange agrees how up to `k_plan_most` queued all_reduces are batched.

@@ -231,9 +231,10 @@ class nccl_backend final : public comm_backend {
     const auto op = nccl_op(r.spec.params.op);
     const std::size_t n = r.count;
     const std::size_t bytes = r.bytes();
+    // (No cudaSetDevice: NCCL's calls take the device from the communicator, and one per call and
+    // member was a runtime call on every request's path that raw NCCL does not make.)
     for (std::size_t i = 0; i < members_.size(); ++i) {
       auto& m = members_[i];
-      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
       auto* send = r.spec.send.empty() ? nullptr : static_cast<std::byte*>(r.spec.send[i]->ptr);
       auto* recv = r.spec.recv.empty() ? nullptr : static_cast<std::byte*>(r.spec.recv[i]->ptr);
       const bool in_place = send != nullptr && send == recv;

@@ -333,7 +333,12 @@ void world_engine::hand_over(Accept&& accept_all) {
     // The caller polls for this request next (its future's wait): keep the progress thread off
     // the issue lock meanwhile, rather than have the two take turns on it.
     if (assist_hook_) assisted_.mark();
-    issue_ready();
+    // What it issues is sealed later: by its own wait, whose first look (assist) seals, by the
+    // progress thread's next turn (at most 100 us on, the watchdog's), or at the 64th request,
+    // whichever comes first. Back to back, a seal after every request put one cudaEventRecord
+    // per NCCL call on the caller's path, which the NCCL call itself already paces
+    // (docs/benchmarks.md, twelfth session).
+    issue_ready(!assist_hook_);
     // A caller that polls its futures (assist) finishes what completed at once: else the
     // progress thread often took the lock first and the caller's poll waited for its turn (the
     // "done" stage: 1.6-1.8 us per 8 B all_reduce on the GPU machine at one rank, where nothing
@@ -560,10 +565,11 @@ bool world_engine::ready(const coll_request& r, detail::member_waits& waits) con
   for (auto& w : waits) w.clear();  // keeps their capacity: this runs for every request
   auto need = [&](const local::detail::write_ticket& t, std::uint64_t upto) {
     if (upto == 0) return true;
+    const auto m = member_of(*t.block);
+    if (t.block->enqueued_on(upto, backend_->origin(m))) return true;  // recorded on this stream
     const auto mark = t.block->mark_after(upto);
     // This world's own unsealed write: it runs before this request on the same stream.
     if (!mark) return unsealed_covers(t.block.get(), upto);
-    const auto m = member_of(*t.block);
     if (mark->event && mark->origin != backend_->origin(m)) waits[m].push_back(mark->event);
     return true;
   };
@@ -728,15 +734,16 @@ std::optional<bool> world_engine::in_latency_window(std::uint64_t seq) const {
   return false;
 }
 
-void world_engine::issue_ready() {
+void world_engine::issue_ready(bool seal_now) {
   finish_background();
   struct sealer {
     world_engine& e;
+    bool seal_now;
     ~sealer() {
-      e.seal();
+      if (seal_now) e.seal();
       e.note_depth();
     }
-  } sealed_on_exit{*this};
+  } sealed_on_exit{*this, seal_now};
   while (!failure_) {
     if (exchange_) {
       int done = 0;

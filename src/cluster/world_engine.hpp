@@ -70,7 +70,9 @@ class world_engine {
   detail::assist_stamp assisted_;             // when a caller last assisted
   bool take_inbox();                          // true if it took any request
   void take_inbox_locked();                   // under mutex_ and issue_mutex_
-  void issue_ready();
+  // Issues what is ready in queue_; `seal_now`: seal what it issued (else it stays unsealed,
+  // for whoever polls next: an assisting caller's wait or the progress thread, both of which seal).
+  void issue_ready(bool seal_now = true);
   bool start_issue();
   // Packing plans: one exchange agrees how up to `k_plan_most` queued all_reduces are batched.
   std::size_t plan_offer(std::uint8_t* cuts) const;

@@ -47,9 +47,10 @@ struct buffer_block {
     std::lock_guard lock(write_mutex_);
     if (event) {
       last_write_ = event;
-      last_origin_ = origin;
+      last_origin_.store(origin, std::memory_order_relaxed);
     }
-    if (seq > writes_enqueued_) writes_enqueued_ = seq;
+    // (Released after the origin: a reader that sees this count sees that origin or a later one.)
+    if (seq > writes_enqueued_.load(std::memory_order_relaxed)) writes_enqueued_.store(seq, std::memory_order_release);
   }
   struct write_mark {
     std::shared_ptr<void> event;  // empty: nothing to wait on
@@ -57,9 +58,16 @@ struct buffer_block {
   };
   // What to wait on for every write up to `seq`; empty optional while one is not enqueued yet.
   std::optional<write_mark> mark_after(std::uint64_t seq) const {
+    if (writes_enqueued_.load(std::memory_order_acquire) < seq) return std::nullopt;
     std::lock_guard lock(write_mutex_);
-    if (writes_enqueued_ < seq) return std::nullopt;
-    return write_mark{last_write_, last_origin_};
+    return write_mark{last_write_, last_origin_.load(std::memory_order_relaxed)};
+  }
+  // True if every write up to `seq` is enqueued and the latest event was recorded on `origin`: a
+  // reader on that queue needs no wait. Without the lock or a copy of the event (the engine asks
+  // this for every buffer of every collective); false means "ask mark_after".
+  bool enqueued_on(std::uint64_t seq, const void* origin) const {
+    return origin != nullptr && writes_enqueued_.load(std::memory_order_acquire) >= seq &&
+           last_origin_.load(std::memory_order_relaxed) == origin;
   }
   std::optional<std::shared_ptr<void>> event_after(std::uint64_t seq) const {
     auto m = mark_after(seq);
@@ -77,9 +85,10 @@ struct buffer_block {
  private:
   std::atomic<std::uint64_t> writes_requested_{0};
   mutable std::mutex write_mutex_;
-  std::uint64_t writes_enqueued_ = 0;
+  // (Atomics, written under the lock: enqueued_on and mark_after's early answer read them without it.)
+  std::atomic<std::uint64_t> writes_enqueued_{0};
   std::shared_ptr<void> last_write_;
-  const void* last_origin_ = nullptr;
+  std::atomic<const void*> last_origin_{nullptr};
 };
 
 // Why `block` may not be used now, or success.

@@ -20,6 +20,8 @@ using clock = std::chrono::steady_clock;
 
 // One accepted collective, from submission until its future resolves.
 struct coll_request {
+  // (Made around its spec: the spec is moved once, not assigned after the checks.)
+  explicit coll_request(coll_spec&& s) : spec(std::move(s)) {}
   coll_spec spec;
   std::size_t count = 0;  // resolved: elements per rank, as NCCL counts them
   std::uint64_t seq = 0;  // 1, 2, ... in submission order, the same on every rank

@@ -241,8 +241,10 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
   return done;
 }
 
-result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec spec) const {
+result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& moved) const {
   auto refuse = [](error e) { return e; };
+  auto r = std::make_unique<detail::coll_request>(std::move(moved));
+  auto& spec = r->spec;
   const auto n = static_cast<std::size_t>(size());
   const auto members = engine_->members().size();
   const auto& p = spec.params;
@@ -263,7 +265,6 @@ result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec spec
     return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": rank " + std::to_string(p.root) +
                                                     " is not in this world of " + std::to_string(n)));
   }
-  auto r = std::make_unique<detail::coll_request>();
   for (std::size_t m = 0; m < members; ++m) {
     const auto& device_state = engine_->members()[m].state();
     for (const auto* list : {&spec.send, &spec.recv}) {
@@ -358,7 +359,6 @@ result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec spec
   for (const auto& b : spec.send) {
     if (!written(b.get())) r->reads.push_back({b, b->writes_requested()});
   }
-  r->spec = std::move(spec);
   return r;
 }
 

@@ -30,6 +30,7 @@
 
 #include <mpi.h>
 
+#include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <memory>
 #include <span>
@@ -77,9 +78,11 @@ struct coll_spec {
   local::dtype type = local::dtype::u8;
   coll_params params{};
   // One send and one recv block per local member (the same block when in place; empty for
-  // barrier, send has no recv, recv has no send).
-  std::vector<std::shared_ptr<local::buffer_block>> send{};
-  std::vector<std::shared_ptr<local::buffer_block>> recv{};
+  // barrier, send has no recv, recv has no send). (Held inline for up to two members: two heap
+  // lists were two allocations and frees on every collective's path.)
+  using blocks = boost::container::small_vector<std::shared_ptr<local::buffer_block>, 2>;
+  blocks send{};
+  blocks recv{};
 };
 
 class world_engine;
@@ -205,7 +208,7 @@ class world {
   explicit world(std::shared_ptr<world_engine> engine);
   result<std::unique_ptr<world>> shrink_backend(MPI_Comm next, const std::vector<int>& left_out,
                                                 std::chrono::steady_clock::time_point deadline);
-  result<std::unique_ptr<detail::coll_request>> make_request(coll_spec spec) const;
+  result<std::unique_ptr<detail::coll_request>> make_request(coll_spec&& spec) const;
   template <local::device_element T>
   future<void> one(coll_kind kind, const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv,
                    coll_params params) const {

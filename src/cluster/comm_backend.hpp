@@ -90,6 +90,15 @@ class comm_backend {
     (void)issued;
     return ok();
   }
+  // A stream-ordered backend whose queues have run dry has finished everything issued, sealed
+  // or not: then it marks `unsealed` (the requests issued since the last seal) finished without
+  // an event, starts a new run for later issues, and answers true. False while work is queued
+  // (or where the backend cannot tell). A waiting caller asks this instead of sealing: one event
+  // record fewer on the path of a request that is waited for at once.
+  virtual result<bool> finish_if_idle(std::span<coll_request* const> unsealed) {
+    (void)unsealed;
+    return false;
+  }
   // (A reference into the request's state: valid while the request holds it.)
   virtual const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const = 0;
   // True once the request's work has finished (and its results are in place).

@@ -344,6 +344,21 @@ class nccl_backend final : public comm_backend {
     return ok();
   }
 
+  result<bool> finish_if_idle(std::span<coll_request* const> unsealed) override {
+    if (unsealed.empty()) return false;
+    for (auto& m : members_) {
+      const auto q = cudaStreamQuery(m.stream);
+      if (q == cudaErrorNotReady) return false;
+      if (q != cudaSuccess) {
+        context::scoped_device scope(m.device);
+        return ATOMR_CUDA_CHECK(q).error_value();
+      }
+    }
+    for (auto* r : unsealed) static_cast<nccl_state*>(r->state.get())->finished = true;
+    open_.reset();  // later issues start a state of their own
+    return true;
+  }
+
   const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const override {
     return static_cast<const nccl_state*>(r.state.get())->events;
   }

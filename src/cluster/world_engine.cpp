@@ -183,8 +183,10 @@ void world_engine::assist() {
   std::unique_lock issuing(issue_mutex_, std::try_to_lock);
   if (!issuing.owns_lock()) return;
   const bool took = take_inbox();
-  issue_ready();
-  complete_finished(true);
+  // (No seal: the waiting caller asks whether the device queues ran dry instead, and the
+  // progress thread's next turn seals what is still running.)
+  issue_ready(false);
+  complete_finished(true, true);
   // Requests this caller took from the inbox are the progress thread's to watch as well: it may
   // have gone to sleep for its 100 ms (nothing open, the inbox empty) just after this caller
   // emptied the inbox, and a caller whose own wait gives up spinning sleeps too; then nobody
@@ -1046,7 +1048,7 @@ bool world_engine::busy_for_callers() const {
   return exchange_ || !queue_.empty() || in_flight_.size() >= k_pack_window_depth;
 }
 
-void world_engine::complete_finished(bool by_caller) {
+void world_engine::complete_finished(bool by_caller, bool poll_idle) {
   if (failure_) return;
   struct depth_noter {
     world_engine& e;
@@ -1056,7 +1058,19 @@ void world_engine::complete_finished(bool by_caller) {
   // its future also sees it in stats().
   std::size_t n = 0;
   std::optional<error> failed;
-  for (; n < in_flight_.size() && n < k_resolve_chunk; ++n) {
+  // A waiting caller's request not sealed yet: if the device queues ran dry, everything in
+  // flight is done (all of it resolves in this turn: at most a chunk is in flight then).
+  if (poll_idle && !unsealed_.empty() && in_flight_.size() <= k_resolve_chunk &&
+      !in_flight_.front()->writes_published && unsealed_.front() == in_flight_.front().get()) {
+    if (auto idle = backend_->finish_if_idle(unsealed_); !idle) {
+      failed = idle.error_value().with_context("waiting for " + in_flight_.front()->describe());
+    } else if (*idle) {
+      // Their writes are complete: published below without an event.
+      unsealed_.clear();
+      unsealed_writes_.clear();
+    }
+  }
+  for (; !failed && n < in_flight_.size() && n < k_resolve_chunk; ++n) {
     auto finished = backend_->test(*in_flight_[n]);
     if (!finished) {
       failed = finished.error_value().with_context("waiting for " + in_flight_[n]->describe());

@@ -80,7 +80,9 @@ class world_engine {
   void finish_exchange();
   void issue_batch(std::size_t n);
   // by_caller: an assisting caller, not the progress thread (counted in stats().assisted).
-  void complete_finished(bool by_caller = false);
+  // poll_idle: the caller waits for its request; an unsealed head is looked for by asking
+  // whether the backend's queues ran dry (finish_if_idle), not by sealing it.
+  void complete_finished(bool by_caller = false, bool poll_idle = false);
   void check_health();
   void fail_world(error cause, const detail::coll_request* culprit, bool tell_peers = true, bool may_keep = true);
   bool keep_on_failure_ = false;   // ATOMR_ON_FAILURE=continue and the backend can shrink

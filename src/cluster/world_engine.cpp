@@ -183,9 +183,14 @@ void world_engine::assist() {
   std::unique_lock issuing(issue_mutex_, std::try_to_lock);
   if (!issuing.owns_lock()) return;
   const bool took = take_inbox();
-  // (No seal: the waiting caller asks whether the device queues ran dry instead, and the
-  // progress thread's next turn seals what is still running.)
+  // No seal where the waiting caller can ask whether the device queues ran dry instead (a few
+  // unsealed requests at the head of what is in flight: complete_finished's poll_idle). Anything
+  // else is sealed now: the progress thread keeps off the issue lock while a caller assists,
+  // and a packed batch's futures would wait for its watchdog's turn.
   issue_ready(false);
+  if (!unsealed_.empty() && (in_flight_.size() > k_resolve_chunk || unsealed_.front() != in_flight_.front().get())) {
+    seal();
+  }
   complete_finished(true, true);
   // Requests this caller took from the inbox are the progress thread's to watch as well: it may
   // have gone to sleep for its 100 ms (nothing open, the inbox empty) just after this caller

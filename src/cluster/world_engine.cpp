@@ -183,14 +183,11 @@ void world_engine::assist() {
   std::unique_lock issuing(issue_mutex_, std::try_to_lock);
   if (!issuing.owns_lock()) return;
   const bool took = take_inbox();
-  // No seal where the waiting caller can ask whether the device queues ran dry instead (a few
-  // unsealed requests at the head of what is in flight: complete_finished's poll_idle). Anything
-  // else is sealed now: the progress thread keeps off the issue lock while a caller assists,
-  // and a packed batch's futures would wait for its watchdog's turn.
+  // No seal where the waiting caller can ask whether the device queues ran dry instead
+  // (idle_poll_covers). Anything else is sealed now: the progress thread keeps off the issue
+  // lock while a caller assists, and a packed batch's futures would wait for its watchdog's turn.
   issue_ready(false);
-  if (!unsealed_.empty() && (in_flight_.size() > k_resolve_chunk || unsealed_.front() != in_flight_.front().get())) {
-    seal();
-  }
+  if (!unsealed_.empty() && !idle_poll_covers()) seal();
   complete_finished(true, true);
   // Requests this caller took from the inbox are the progress thread's to watch as well: it may
   // have gone to sleep for its 100 ms (nothing open, the inbox empty) just after this caller
@@ -340,10 +337,10 @@ void world_engine::hand_over(Accept&& accept_all) {
     // The caller polls for this request next (its future's wait): keep the progress thread off
     // the issue lock meanwhile, rather than have the two take turns on it.
     if (assist_hook_) assisted_.mark();
-    // What it issues is sealed later: by its own wait, whose first look (assist) seals, by the
-    // progress thread's next turn (at most 100 us on, the watchdog's), or at the 64th request,
-    // whichever comes first. Back to back, a seal after every request put one cudaEventRecord
-    // per NCCL call on the caller's path, which the NCCL call itself already paces
+    // What it issues is sealed later: by its own wait (assist, which instead asks whether the
+    // streams ran dry where that covers it), by the progress thread's next turn (at most 100 us
+    // on, the watchdog's), or at the 64th request, whichever comes first. Back to back, a seal after every request put
+    // one cudaEventRecord per NCCL call on the caller's path, which the NCCL call itself already paces
     // (docs/benchmarks.md, twelfth session).
     issue_ready(!assist_hook_);
     // A caller that polls its futures (assist) finishes what completed at once: else the
@@ -1001,6 +998,10 @@ bool world_engine::head_is_cut() {
          conflicts(head, next) || !ready(next, scratch_mine_);
 }
 
+bool world_engine::idle_poll_covers() const {
+  return !in_flight_.empty() && in_flight_.size() <= k_resolve_chunk && unsealed_.front() == in_flight_.front().get();
+}
+
 bool world_engine::unsealed_covers(const local::buffer_block* b, std::uint64_t seq) const {
   return std::any_of(unsealed_writes_.begin(), unsealed_writes_.end(),
                      [&](const auto& w) { return w.first == b && w.second >= seq; });
@@ -1065,8 +1066,7 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
   std::optional<error> failed;
   // A waiting caller's request not sealed yet: if the device queues ran dry, everything in
   // flight is done (all of it resolves in this turn: at most a chunk is in flight then).
-  if (poll_idle && !unsealed_.empty() && in_flight_.size() <= k_resolve_chunk &&
-      !in_flight_.front()->writes_published && unsealed_.front() == in_flight_.front().get()) {
+  if (poll_idle && !unsealed_.empty() && idle_poll_covers()) {
     if (auto idle = backend_->finish_if_idle(unsealed_); !idle) {
       failed = idle.error_value().with_context("waiting for " + in_flight_.front()->describe());
     } else if (*idle) {

@@ -70,8 +70,9 @@ class world_engine {
   detail::assist_stamp assisted_;             // when a caller last assisted
   bool take_inbox();                          // true if it took any request
   void take_inbox_locked();                   // under mutex_ and issue_mutex_
-  // Issues what is ready in queue_; `seal_now`: seal what it issued (else it stays unsealed,
-  // for whoever polls next: an assisting caller's wait or the progress thread, both of which seal).
+  // Issues what is ready in queue_; `seal_now`: seal what it issued (else it stays unsealed, for
+  // whoever polls next: an assisting caller's wait, which seals or asks whether the streams ran
+  // dry, or the progress thread, which seals).
   void issue_ready(bool seal_now = true);
   bool start_issue();
   // Packing plans: one exchange agrees how up to `k_plan_most` queued all_reduces are batched.
@@ -181,6 +182,9 @@ class world_engine {
   std::vector<std::pair<local::buffer_block*, std::uint64_t>> unsealed_writes_;
   std::vector<std::pair<local::buffer_block*, std::uint64_t>> scratch_latest_;  // (seal)
   bool unsealed_covers(const local::buffer_block* b, std::uint64_t seq) const;
+  // (unsealed_ not empty) Whether the unsealed requests are all that is in flight, and few enough
+  // to resolve in one turn: then "the streams ran dry" (finish_if_idle) completes every one.
+  bool idle_poll_covers() const;
   // Records the completion of the unsealed requests and publishes their writes.
   void seal();
   struct exchange;

@@ -189,6 +189,13 @@ void world_engine::assist() {
   issue_ready(false);
   if (!unsealed_.empty() && !idle_poll_covers()) seal();
   complete_finished(true, true);
+  // What finished may be what the head of the queue waited for (a run of requests on one buffer,
+  // where the backend's queue does not order them: the host backend): issue it in this look, not
+  // the next one. (On a stream-ordered backend the head never waits for a completion.)
+  if (last_resolved_ > 0 && !queue_.empty() && !backend_->stream_ordered()) {
+    issue_ready(false);
+    if (!unsealed_.empty() && !idle_poll_covers()) seal();
+  }
   // Requests this caller took from the inbox are the progress thread's to watch as well: it may
   // have gone to sleep for its 100 ms (nothing open, the inbox empty) just after this caller
   // emptied the inbox, and a caller whose own wait gives up spinning sleeps too; then nobody
@@ -515,6 +522,7 @@ void world_engine::run() {
     take_inbox();
     issue_ready();
     complete_finished();
+    if (last_resolved_ > 0 && !queue_.empty() && !backend_->stream_ordered()) issue_ready();  // (as in assist)
     check_health();
     free_retired();
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size());
@@ -571,6 +579,7 @@ bool world_engine::ready(const coll_request& r, detail::member_waits& waits) con
     if (upto == 0) return true;
     const auto m = member_of(*t.block);
     if (t.block->enqueued_on(upto, backend_->origin(m))) return true;  // recorded on this stream
+    if (t.block->enqueued_without_event(upto)) return true;            // a host buffer's writes
     const auto mark = t.block->mark_after(upto);
     // This world's own unsealed write: it runs before this request on the same stream.
     if (!mark) return unsealed_covers(t.block.get(), upto);

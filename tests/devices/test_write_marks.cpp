@@ -1,6 +1,7 @@
 // A buffer's write marks (gpu_ref.hpp, buffer_block): what a reader waits on for the writes
 // before it, and enqueued_on, the lock-free answer "every write up to N is enqueued and the last
-// event was recorded on this queue" that the world engine asks for every buffer of every request.
+// event was recorded on this queue" that the world engine asks for every buffer of every request,
+// and enqueued_without_event, the same for a buffer whose writes never left an event.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -23,6 +24,27 @@ TEST(WriteMarks, NothingEnqueuedIsNoMarkAndNotOnAnyQueue) {
   // Waiting for no writes needs nothing.
   ASSERT_TRUE(block.mark_after(0).has_value());
   EXPECT_EQ(block.mark_after(0)->event, nullptr);
+}
+
+TEST(WriteMarks, WritesWithoutEventsNeedNoWaitOnceEnqueuedUntilOneLeavesAnEvent) {
+  // A host buffer's writes leave no event: once they are enqueued a reader has nothing to wait
+  // on, known without the lock (the host backend asks it for every request).
+  buffer_block block;
+  EXPECT_TRUE(block.enqueued_without_event(0));
+  EXPECT_FALSE(block.enqueued_without_event(1));
+  block.write_enqueued(1, nullptr, a);
+  block.write_enqueued(2, nullptr);
+  EXPECT_TRUE(block.enqueued_without_event(1));
+  EXPECT_TRUE(block.enqueued_without_event(2));
+  EXPECT_FALSE(block.enqueued_without_event(3));  // not enqueued yet
+  // One write with an event: from then on readers ask mark_after, even for the earlier writes.
+  auto event = std::make_shared<int>(1);
+  block.write_enqueued(3, event, a);
+  EXPECT_FALSE(block.enqueued_without_event(2));
+  EXPECT_FALSE(block.enqueued_without_event(3));
+  EXPECT_EQ(block.mark_after(3)->event, event);
+  block.write_enqueued(4, nullptr, b);
+  EXPECT_FALSE(block.enqueued_without_event(4));
 }
 
 TEST(WriteMarks, AnEventOnAQueueCoversReadersOnThatQueueOnly) {

@@ -48,6 +48,7 @@ struct buffer_block {
     if (event) {
       last_write_ = event;
       last_origin_.store(origin, std::memory_order_relaxed);
+      if (!had_event_.load(std::memory_order_relaxed)) had_event_.store(true, std::memory_order_relaxed);
     }
     // (Released after the origin: a reader that sees this count sees that origin or a later one.)
     if (seq > writes_enqueued_.load(std::memory_order_relaxed)) writes_enqueued_.store(seq, std::memory_order_release);
@@ -69,6 +70,12 @@ struct buffer_block {
     return origin != nullptr && writes_enqueued_.load(std::memory_order_acquire) >= seq &&
            last_origin_.load(std::memory_order_relaxed) == origin;
   }
+  // True if every write up to `seq` is enqueued and none ever left an event to wait on (a host
+  // buffer): nothing to wait for, known without the lock (mark_after would take it and copy an
+  // empty event for every request on the host backend).
+  bool enqueued_without_event(std::uint64_t seq) const {
+    return writes_enqueued_.load(std::memory_order_acquire) >= seq && !had_event_.load(std::memory_order_relaxed);
+  }
   std::optional<std::shared_ptr<void>> event_after(std::uint64_t seq) const {
     auto m = mark_after(seq);
     if (!m) return std::nullopt;
@@ -89,6 +96,9 @@ struct buffer_block {
   std::atomic<std::uint64_t> writes_enqueued_{0};
   std::shared_ptr<void> last_write_;
   std::atomic<const void*> last_origin_{nullptr};
+  // (Set, under the lock and before the count's release, once a write left an event: a reader
+  // that sees the count sees this.)
+  std::atomic<bool> had_event_{false};
 };
 
 // Why `block` may not be used now, or success.

@@ -189,13 +189,7 @@ void world_engine::assist() {
   issue_ready(false);
   if (!unsealed_.empty() && !idle_poll_covers()) seal();
   complete_finished(true, true);
-  // What finished may be what the head of the queue waited for (a run of requests on one buffer,
-  // where the backend's queue does not order them: the host backend): issue it in this look, not
-  // the next one. (On a stream-ordered backend the head never waits for a completion.)
-  if (last_resolved_ > 0 && !queue_.empty() && !backend_->stream_ordered()) {
-    issue_ready(false);
-    if (!unsealed_.empty() && !idle_poll_covers()) seal();
-  }
+  issue_released();
   // Requests this caller took from the inbox are the progress thread's to watch as well: it may
   // have gone to sleep for its 100 ms (nothing open, the inbox empty) just after this caller
   // emptied the inbox, and a caller whose own wait gives up spinning sleeps too; then nobody
@@ -346,9 +340,9 @@ void world_engine::hand_over(Accept&& accept_all) {
     if (assist_hook_) assisted_.mark();
     // What it issues is sealed later: by its own wait (assist, which instead asks whether the
     // streams ran dry where that covers it), by the progress thread's next turn (at most 100 us
-    // on, the watchdog's), or at the 64th request, whichever comes first. Back to back, a seal after every request put
-    // one cudaEventRecord per NCCL call on the caller's path, which the NCCL call itself already paces
-    // (docs/benchmarks.md, twelfth session).
+    // on, the watchdog's), or at the 64th request, whichever comes first. Back to back, a seal
+    // after every request put one cudaEventRecord per NCCL call on the caller's path, which the
+    // NCCL call itself already paces (docs/benchmarks.md, twelfth session).
     issue_ready(!assist_hook_);
     // A caller that polls its futures (assist) finishes what completed at once: else the
     // progress thread often took the lock first and the caller's poll waited for its turn (the
@@ -522,7 +516,7 @@ void world_engine::run() {
     take_inbox();
     issue_ready();
     complete_finished();
-    if (last_resolved_ > 0 && !queue_.empty() && !backend_->stream_ordered()) issue_ready();  // (as in assist)
+    issue_released();
     check_health();
     free_retired();
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size());
@@ -1005,6 +999,11 @@ bool world_engine::head_is_cut() {
   const auto& next = *queue_[1];
   return !packable(next) || next.spec.type != head.spec.type || next.spec.params.op != head.spec.params.op ||
          conflicts(head, next) || !ready(next, scratch_mine_);
+}
+
+void world_engine::issue_released() {
+  // (Such a backend records no events: nothing is left unsealed.)
+  if (last_resolved_ > 0 && !queue_.empty() && !backend_->stream_ordered()) issue_ready();
 }
 
 bool world_engine::idle_poll_covers() const {

@@ -185,6 +185,11 @@ class world_engine {
   // (unsealed_ not empty) Whether the unsealed requests are all that is in flight, and few enough
   // to resolve in one turn: then "the streams ran dry" (finish_if_idle) completes every one.
   bool idle_poll_covers() const;
+  // After complete_finished, where the backend does not order requests (the host backend): what
+  // finished may be what the head of the queue waited for (a run of requests on one buffer), so
+  // the head is issued in this look or turn, not the next one. (On a stream-ordered backend the
+  // head never waits for a completion.)
+  void issue_released();
   // Records the completion of the unsealed requests and publishes their writes.
   void seal();
   struct exchange;

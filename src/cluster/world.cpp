@@ -272,12 +272,14 @@ result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& mo
       const auto& b = (*list)[m];
       if (!b) return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": empty gpu_ref"));
       if (list == &spec.recv && !spec.send.empty() && spec.send[m] == b) continue;  // in place: checked as send
-      if (auto v = local::validate_block(*b); !v) return refuse(v.error_value());
-      // (Compared without locking: this runs for every request.)
-      if (b->state.owner_before(device_state) || device_state.owner_before(b->state)) {
-        return refuse(error(errc::invalid_argument,
-                            std::string(to_string(kind)) + ": " + where(*b) + " is not on local device " +
-                                std::to_string(engine_->members()[m].index()) + " (member " + std::to_string(m) + ")"));
+      if (!local::usable_on(*b, device_state)) {  // (the usual answer, without locking)
+        if (auto v = local::validate_block(*b); !v) return refuse(v.error_value());
+        if (b->state.owner_before(device_state) || device_state.owner_before(b->state)) {
+          return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": " + where(*b) +
+                                                          " is not on local device " +
+                                                          std::to_string(engine_->members()[m].index()) + " (member " +
+                                                          std::to_string(m) + ")"));
+        }
       }
       if (b->type != spec.type) {
         return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": " + where(*b) + " holds " +

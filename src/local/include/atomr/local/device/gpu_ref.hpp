@@ -103,6 +103,14 @@ struct buffer_block {
 
 // Why `block` may not be used now, or success.
 result<void> validate_block(const buffer_block& block);
+// Whether `block` lives on `owner` (a state the caller holds) and may be used there now: what
+// validate_block answers with success, for that device, without locking the block's reference to
+// its state (two atomic operations on a line every thread using the device shares, per buffer and
+// operation). False says nothing more: ask validate_block why.
+inline bool usable_on(const buffer_block& block, const std::shared_ptr<device_state>& owner) noexcept {
+  return !block.state.owner_before(owner) && !owner.owner_before(block.state) && owner->accepting() &&
+         owner->generation() == block.generation;
+}
 
 template <device_element T>
 class gpu_ref {

@@ -28,7 +28,13 @@ struct coll_request {
   clock::time_point deadline;
   // (Held inline for a request's first two buffers: a heap list each was an allocation and a free
   // per request on the paths that make and complete them.)
-  using tickets = boost::container::small_vector<local::detail::write_ticket, 2>;
+  // (The blocks are held by `spec` for the request's life: a ticket holding one too cost two
+  // atomic operations per buffer and request, the release often on another thread.)
+  struct ticket {
+    local::buffer_block* block;
+    std::uint64_t seq;
+  };
+  using tickets = boost::container::small_vector<ticket, 2>;
   tickets writes;  // recv blocks, with this request's write
   tickets reads;   // send-only blocks, with the writes before
   promise<void> done;

@@ -176,7 +176,7 @@ future<void> world::barrier() const { return submit(coll_spec{coll_kind::barrier
 
 world::stats_snapshot world::stats() const { return engine_->stats(); }
 
-future<void> world::submit(coll_spec spec) const {
+future<void> world::submit(coll_spec&& spec) const {
   auto r = make_request(std::move(spec));
   if (!r) {
     promise<void> p;
@@ -352,14 +352,14 @@ result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& mo
   // to its recv buffers.
   // (A handful of buffers: a linear search beats a set here, on every request.)
   auto written = [&](const buffer_block* b) {
-    return std::any_of(r->writes.begin(), r->writes.end(), [&](const auto& t) { return t.block.get() == b; });
+    return std::any_of(r->writes.begin(), r->writes.end(), [&](const auto& t) { return t.block == b; });
   };
   r->writes.reserve(spec.recv.size());
   for (const auto& b : spec.recv) {
-    if (!written(b.get())) r->writes.push_back({b, b->request_write()});
+    if (!written(b.get())) r->writes.push_back({b.get(), b->request_write()});
   }
   for (const auto& b : spec.send) {
-    if (!written(b.get())) r->reads.push_back({b, b->writes_requested()});
+    if (!written(b.get())) r->reads.push_back({b.get(), b->writes_requested()});
   }
   return r;
 }

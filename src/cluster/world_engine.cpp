@@ -569,14 +569,14 @@ std::size_t world_engine::member_of(const local::buffer_block& b) const {
 bool world_engine::ready(const coll_request& r, detail::member_waits& waits) const {
   waits.resize(members_.size());
   for (auto& w : waits) w.clear();  // keeps their capacity: this runs for every request
-  auto need = [&](const local::detail::write_ticket& t, std::uint64_t upto) {
+  auto need = [&](const coll_request::ticket& t, std::uint64_t upto) {
     if (upto == 0) return true;
     const auto m = member_of(*t.block);
     if (t.block->enqueued_on(upto, backend_->origin(m))) return true;  // recorded on this stream
     if (t.block->enqueued_without_event(upto)) return true;            // a host buffer's writes
     const auto mark = t.block->mark_after(upto);
     // This world's own unsealed write: it runs before this request on the same stream.
-    if (!mark) return unsealed_covers(t.block.get(), upto);
+    if (!mark) return unsealed_covers(t.block, upto);
     if (mark->event && mark->origin != backend_->origin(m)) waits[m].push_back(mark->event);
     return true;
   };
@@ -961,7 +961,7 @@ void world_engine::issue_batch(std::size_t n) {
     r->stamp(trace_stage::issued);
     if (ordered) {
       unsealed_.push_back(r.get());
-      for (const auto& t : r->writes) unsealed_writes_.emplace_back(t.block.get(), t.seq);
+      for (const auto& t : r->writes) unsealed_writes_.emplace_back(t.block, t.seq);
     } else if (const auto& events = backend_->events(*r); !events.empty()) {
       publish_writes(*r, events);
     }

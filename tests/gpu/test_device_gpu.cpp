@@ -94,31 +94,6 @@ TEST(GpuDevice, PageableCopiesNeverBlockTheActorBehindAKernel) {
   cudaFreeHost(gate);
 }
 
-// An operation run on its caller's thread (the inline lane) is waited for by that caller looking
-// at its event itself: some of a run of waited-for fills end there rather than on the completion
-// waiter's thread (whichever sees the end first settles it), and every value is right.
-TEST(GpuDevice, AWaitingCallerSeesTheEndOfItsOwnOperation) {
-  ATOMR_REQUIRE_GPUS(1);
-  actor_system sys;
-  auto dev = device::start(sys, test::rank_gpu(), device_kind::cuda).value();
-  constexpr std::size_t n = 1024;
-  auto a = dev.allocate<std::int32_t>(n).get().value();
-  const auto before = dev.stats().get().value().caller_completions;
-  constexpr int k_fills = 200;
-  std::vector<std::int32_t> out(n);
-  for (int i = 0; i < k_fills; ++i) {
-    const auto value = static_cast<std::uint8_t>(i);
-    ASSERT_TRUE(dev.fill_bytes(a, value).get());
-    if (i % 50 != 49) continue;
-    ASSERT_TRUE(dev.download<std::int32_t>(a, out).get());
-    const std::int32_t expected = static_cast<std::int32_t>(0x01010101u * value);
-    for (std::size_t j = 0; j < n; ++j) ASSERT_EQ(out[j], expected) << "fill " << i << ", element " << j;
-  }
-  const auto seen = dev.stats().get().value().caller_completions - before;
-  EXPECT_GT(seen, 0u) << "no waiting caller saw its own operation end";
-  EXPECT_LE(seen, static_cast<std::uint64_t>(k_fills + k_fills / 50));
-}
-
 TEST(GpuDevice, EveryVisibleGpuFromOneRank) {
   ATOMR_REQUIRE_GPUS(1);
   actor_system sys;

@@ -12,7 +12,6 @@
 #include <limits>
 #include <mutex>
 #include <set>
-#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -127,10 +126,7 @@ class completion_waiter {
 class cuda_backend final : public device_backend {
  public:
   explicit cuda_backend(int index) : index_(index), pinned_(std::make_shared<detail::pinned_pool>(index)) {}
-  ~cuda_backend() override {
-    retire_probes();
-    destroy();
-  }
+  ~cuda_backend() override { destroy(); }
 
   result<void> init() override {
     context::scoped_device bound(index_);
@@ -400,19 +396,6 @@ class cuda_backend final : public device_backend {
     return event;
   }
 
-  std::function<bool()> completion_probe(const std::shared_ptr<void>& event) override {
-    return [guard = guard_, epoch = guard_->epoch, event] {
-      // Never blocks: a rebuild under way holds the guard, and the actor answers what it fails.
-      const std::shared_lock held(guard->mutex, std::try_to_lock);
-      if (!held.owns_lock() || guard->epoch != epoch) return false;
-      const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event.get()));
-      // An error is the device actor's to see and report (its own query); this thread's last
-      // error is left as it was.
-      if (status != cudaSuccess && status != cudaErrorNotReady) cudaGetLastError();
-      return status == cudaSuccess;
-    };
-  }
-
   result<bool> finished(const std::shared_ptr<void>& event) override {
     const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event.get()));
     if (status == cudaErrorNotReady) return false;
@@ -438,7 +421,6 @@ class cuda_backend final : public device_backend {
 
   result<void> rebuild() override {
     context::scoped_device bound(index_);
-    retire_probes();
     destroy();
     peers_enabled_.clear();
     pinned_->forget();
@@ -452,18 +434,6 @@ class cuda_backend final : public device_backend {
   }
 
  private:
-  // Probes of completion events (completion_probe) hold this. The events die with the context
-  // (cudaDeviceReset), so a rebuild first moves to a new epoch, under the lock, after which
-  // earlier probes never ask CUDA again; a probe that finds the lock taken just says "not yet".
-  struct probe_guard {
-    std::shared_mutex mutex;
-    std::uint64_t epoch = 0;
-  };
-  void retire_probes() {
-    const std::unique_lock held(guard_->mutex);
-    ++guard_->epoch;
-  }
-
   void destroy() {
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
     waiter_.reset();  // its queue is done once the stream is
@@ -532,7 +502,6 @@ class cuda_backend final : public device_backend {
   std::function<void()> quiet_;  // for the waiter (on_quiet)
   std::set<int> peers_enabled_;
   std::shared_ptr<detail::pinned_pool> pinned_;
-  std::shared_ptr<probe_guard> guard_ = std::make_shared<probe_guard>();
 };
 
 std::unique_ptr<device_backend> make_cuda_backend(int index) { return std::make_unique<cuda_backend>(index); }

@@ -26,15 +26,11 @@ std::atomic<std::uint64_t> g_next_kernel_id{1};
 class completion {
  public:
   completion(reply_to<void> reply, std::function<void()> after) : reply_(std::move(reply)), after_(std::move(after)) {}
-  // True if this call settled it.
-  bool succeed() {
-    if (settled_.exchange(true)) return false;
+  void succeed() {
+    if (settled_.exchange(true)) return;
     if (after_) after_();  // before the reply: it finishes what the reply promises
     reply_.send();
-    return true;
   }
-  // (Only on the caller's thread, before its future leaves it: see caller_probe.)
-  void let_caller_look(std::shared_ptr<progress_hook> hook) { (void)reply_.set_progress_hook(std::move(hook)); }
   void fail(const error& e) {
     if (!settled_.exchange(true)) reply_.fail(e);
   }
@@ -46,27 +42,6 @@ class completion {
   reply_to<void> reply_;
   std::function<void()> after_;
   std::atomic<bool> settled_{false};
-};
-
-// Held by the future of an operation run on its caller's thread: while that caller waits for the
-// reply, it looks at the operation's event itself (completion_probe) and settles the completion
-// when the device is done, rather than hearing of it from the completion waiter's thread (a hop
-// of 0.7-0.9 us on the GPU machine: docs/benchmarks.md, fourteenth session). Whichever sees it
-// first settles it; the other finds it settled.
-class caller_probe final : public progress_hook {
- public:
-  caller_probe(std::weak_ptr<completion> outcome, std::function<bool()> probe, std::shared_ptr<device_state> state)
-      : outcome_(std::move(outcome)), probe_(std::move(probe)), state_(std::move(state)) {}
-  void progress() noexcept override {
-    const auto outcome = outcome_.lock();
-    if (!outcome || outcome->settled() || !probe_()) return;
-    if (outcome->succeed()) state_->note_caller_completion();
-  }
-
- private:
-  std::weak_ptr<completion> outcome_;  // (weak: the completion holds the reply, whose state holds this)
-  std::function<bool()> probe_;
-  std::shared_ptr<device_state> state_;
 };
 
 // Work enqueued on the device; the actor retires it (and lets go of its buffers) in order.
@@ -159,9 +134,7 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
     const context::scoped_device bound(state_->device());
     auto previous = backend_->enter_caller();
     if (!previous) return false;
-    running_inline_ = true;
     run(m);
-    running_inline_ = false;
     // (A sticky failure in run() may have stopped the device and dropped the backend.)
     if (!backend_) return true;
     backend_->leave_caller(*previous);
@@ -376,7 +349,6 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
 
   void handle(detail::stats_op& op) {
     device_stats s;
-    s.caller_completions = state_->caller_completions();
     for (const auto& [ptr, a] : live_) {
       ++(a.managed ? s.managed_buffers : s.buffers);
       (a.managed ? s.managed_bytes : s.bytes) += a.bytes;
@@ -437,11 +409,6 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
       return;
     }
     recorded_event_ = *event;  // what readers on other devices of the buffers written here wait on
-    if (running_inline_) {
-      if (auto probe = backend_->completion_probe(*event)) {
-        outcome->let_caller_look(std::make_shared<caller_probe>(outcome, std::move(probe), state_));
-      }
-    }
     pending_.push_back({std::move(event).value(), std::move(outcome), std::move(uses)});
   }
 
@@ -545,7 +512,6 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
   wait_memo waited_;  // events the stream already waited on
   std::deque<std::chrono::steady_clock::time_point> rebuilds_;
   bool poll_scheduled_ = false;
-  bool running_inline_ = false;  // run() is under way on a caller's thread (run_inline)
 };
 
 // ATOMR_DEVICE_INLINE, read once; a bad value is reported once and the lane stays on.

@@ -184,8 +184,10 @@ class world {
   }
   future<void> barrier() const;
 
-  // The type-erased entry every call above goes through.
-  future<void> submit(coll_spec spec) const;
+  // The type-erased entry every call above goes through. (Taken by reference: the spec is moved
+  // once, into the request.)
+  future<void> submit(coll_spec&& spec) const;
+  future<void> submit(const coll_spec& spec) const { return submit(coll_spec(spec)); }
   // Submits several requests at once, in order: the progress thread sees them together, so
   // small all_reduces among them are packed (when the other ranks also have them pending) and the
   // other collectives among them go in one NCCL group. Every rank must make the same call.

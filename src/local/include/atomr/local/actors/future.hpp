@@ -216,7 +216,6 @@ class promise {
   promise& operator=(const promise&) = delete;
 
   future<T> get_future() const { return future<T>(state_); }
-  bool has_future() const noexcept { return state_ != nullptr; }
   // What a waiter on the future does while it looks for the value (see progress_hook). Set it
   // before the future goes to another thread: it is read there without a lock.
   void set_progress_hook(std::shared_ptr<progress_hook> h) { state_->set_hook(std::move(h)); }
@@ -287,14 +286,6 @@ class reply_to {
     } else {
       promise_.set_error(std::move(e));
     }
-  }
-  // What the asker's wait does while it looks (promise::set_progress_hook): only while the future
-  // has not reached another thread (an operation run inline, on the asker's own thread). False
-  // where no future waits here (a sink).
-  bool set_progress_hook(std::shared_ptr<progress_hook> h) {
-    if (sink_ || !promise_.has_future()) return false;
-    promise_.set_progress_hook(std::move(h));
-    return true;
   }
 
  private:

@@ -124,9 +124,6 @@ struct device_stats {
   std::size_t bytes = 0;
   std::size_t managed_buffers = 0;
   std::size_t managed_bytes = 0;
-  // Operations run on the caller's thread (the inline lane) whose end that caller, waiting for
-  // the reply, saw itself rather than hearing it from the completion waiter's thread (CUDA only).
-  std::uint64_t caller_completions = 0;
 };
 
 namespace detail {

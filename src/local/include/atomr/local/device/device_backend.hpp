@@ -84,12 +84,6 @@ class device_backend {
   virtual void on_quiet(std::function<void()> /*quiet*/) {}
   // True once the work before `event` has finished; the failure if it failed.
   virtual result<bool> finished(const std::shared_ptr<void>& event) = 0;
-  // A look at `event` for a caller waiting on the reply to the work before it: callable from any
-  // thread, any number of times, while the event is held. True once that work finished without an
-  // error; false while it runs, after a failure, and forever once the context was rebuilt or the
-  // backend went (the device actor answers those). Empty where marks finish at once. It lets the
-  // waiting caller see the end itself instead of hearing it from the completion waiter's thread.
-  virtual std::function<bool()> completion_probe(const std::shared_ptr<void>& /*event*/) { return {}; }
   virtual result<void> wait_event(const std::shared_ptr<void>& event) = 0;
 
   // True for errors that poison the device context (illegal address, launch failure, ...).

@@ -28,11 +28,6 @@ class device_state {
   // Moves to the next generation and tells every watcher (on the calling thread).
   std::uint64_t bump_generation();
 
-  // Operations whose end the waiting caller saw itself (completion_probe), not the completion
-  // waiter's thread: device_stats::caller_completions.
-  void note_caller_completion() noexcept { caller_completions_.fetch_add(1, std::memory_order_relaxed); }
-  std::uint64_t caller_completions() const noexcept { return caller_completions_.load(std::memory_order_relaxed); }
-
   // f(new_generation) after each rebuild, until unwatch(id). Callbacks must not block.
   std::uint64_t watch(std::function<void(std::uint64_t)> f);
   void unwatch(std::uint64_t id);
@@ -42,7 +37,6 @@ class device_state {
   const device_kind kind_;
   std::atomic<std::uint64_t> generation_{1};
   std::atomic<bool> accepting_{true};
-  std::atomic<std::uint64_t> caller_completions_{0};
   std::mutex mutex_;
   std::uint64_t next_watch_ = 1;
   std::map<std::uint64_t, std::function<void(std::uint64_t)>> watchers_;

@@ -127,6 +127,7 @@ struct host_state {
   std::shared_ptr<host_allreduce> reduction;  // instead of requests, for a small all_reduce
   std::function<void()> finish;               // runs once, when the requests are done
   bool finished = false;
+  std::shared_ptr<std::byte[]> sent;  // a pack MPI reads until the requests are done (back to the pool after)
 };
 
 constexpr int k_p2p_tag = 0x41544d;  // "ATM": atomr's send/recv on its own communicator
@@ -291,6 +292,7 @@ class mpi_backend final : public comm_backend {
       // through a temporary buffer of its own, allocated per call (a 1.25 MB pack polled back to
       // back: 0.55-0.74 ms in place, 0.38-0.45 not, on the GPU machine's CPUs; iar_probe.cpp).
       sum = packs_->take(total * elem);
+      st->sent = pack;
       MPI_Request q = MPI_REQUEST_NULL;
       ATOMR_TRY(ATOMR_MPI_CHECK(
           MPI_Iallreduce(pack.get(), sum.get(), static_cast<int>(total), mpi_type(type), mop, comm_, &q)));

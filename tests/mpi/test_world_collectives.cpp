@@ -368,7 +368,9 @@ TEST_F(Collectives, LargePacksInFlightTogetherStayExact) {
           << "call " << c << ", buffer " << i;
     }
   }
-  if (size_ > 1) EXPECT_EQ(w->stats().packed, static_cast<std::uint64_t>(k_calls * k));
+  if (size_ > 1) {
+    EXPECT_EQ(w->stats().packed, static_cast<std::uint64_t>(k_calls * k));
+  }
 }
 
 TEST_F(Collectives, LongSubmitAllCallsAreHandedOverInParts) {

@@ -1,0 +1,192 @@
+// Probe (not a test): what raw NCCL costs per 8 B all_reduce under the conditions atomr's world
+// runs it in, one condition at a time, at 2 ranks (one GPU each), blocking communicator. Each
+// mode runs `iters` operations back to back (then one stream synchronize) and each waited for
+// (cudaStreamSynchronize), and prints the mean microseconds per operation (max over ranks).
+// Modes:
+//   malloc     buffers from cudaMalloc (what bench coll's raw column uses)
+//   ipc_pool   buffers from a cudaMemPool with POSIX file descriptor handles, peer access granted
+//              (what atomr's device actor allocates from)
+//   def_pool   buffers from the device's default pool (cudaMallocAsync)
+//   spinner    malloc, with a second thread spinning on an atomic (the pause hint) meanwhile
+//   handoff    malloc, issued by a second thread that takes each operation from a ring the
+//              main thread fills (the engine's caller and issuing thread, without the engine)
+//   graph      malloc, one all_reduce captured in a CUDA graph, launched each time (uniform
+//              over the ranks, as NCCL requires)
+//   mpirun -np 2 nccl_path_probe [iters]
+// docs/benchmarks.md records what it printed on the two-GPU machine.
+#include <cuda_runtime.h>
+#include <immintrin.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "probe_check.hpp"
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct setup {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  float* malloc_buf = nullptr;
+  float* ipc_buf = nullptr;
+  float* def_buf = nullptr;
+  cudaGraphExec_t graph = nullptr;
+  int device = 0;
+};
+
+float* buffer_for(setup& s, const std::string& mode) {
+  if (mode == "ipc_pool") return s.ipc_buf;
+  if (mode == "def_pool") return s.def_buf;
+  return s.malloc_buf;
+}
+
+void issue(setup& s, float* buf) { CK(ncclAllReduce(buf, buf + 4, 2, ncclFloat32, ncclSum, s.comm, s.stream)); }
+
+double run_mode(setup& s, const std::string& mode, int iters, bool each) {
+  float* buf = buffer_for(s, mode);
+  std::atomic<bool> stop{false};
+  std::atomic<long> spin_word{0};
+  std::thread other;
+  // handoff: the ring's slots are sequence numbers; the issuer runs until it issued `iters`.
+  constexpr int k_ring = 1024;
+  std::vector<std::atomic<long>> ring(k_ring);
+  for (auto& r : ring) r.store(-1);
+  std::atomic<long> issued{0};
+  if (mode == "spinner") {
+    other = std::thread([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        spin_word.fetch_add(0, std::memory_order_relaxed);
+        _mm_pause();
+      }
+    });
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (mode == "handoff") {
+    other = std::thread([&] {
+      CK(cudaSetDevice(s.device));
+      for (long i = 0; i < iters; ++i) {
+        auto& slot = ring[static_cast<std::size_t>(i % k_ring)];
+        while (slot.load(std::memory_order_acquire) != i) _mm_pause();
+        issue(s, buf);
+        issued.store(i + 1, std::memory_order_release);
+      }
+    });
+  }
+  const auto t0 = clock_type::now();
+  for (int i = 0; i < iters; ++i) {
+    if (mode == "graph") {
+      CK(cudaGraphLaunch(s.graph, s.stream));
+    } else if (mode == "handoff") {
+      // (The ring never laps the issuer: at most k_ring ahead.)
+      while (i >= k_ring && issued.load(std::memory_order_acquire) <= i - k_ring) _mm_pause();
+      ring[static_cast<std::size_t>(i % k_ring)].store(i, std::memory_order_release);
+      if (each) {
+        while (issued.load(std::memory_order_acquire) <= i) _mm_pause();
+      }
+    } else {
+      issue(s, buf);
+    }
+    if (each) CK(cudaStreamSynchronize(s.stream));
+  }
+  if (mode == "handoff") {
+    while (issued.load(std::memory_order_acquire) < iters) _mm_pause();
+  }
+  CK(cudaStreamSynchronize(s.stream));
+  const double us = std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / iters;
+  stop = true;
+  if (other.joinable()) other.join();
+  return us;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 5000;
+  int devices = 0;
+  CK(cudaGetDeviceCount(&devices));
+  const int device = rank % devices;
+  CK(cudaSetDevice(device));
+  setup s{};
+  s.device = device;
+  CK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  CK(cudaMalloc(&s.malloc_buf, 64));
+  CK(cudaMemset(s.malloc_buf, 0, 64));
+  // atomr's pool (src/local/device/cuda_backend.cpp): shareable, kept, peer access granted.
+  cudaMemPool_t pool = nullptr;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  CK(cudaMemPoolCreate(&pool, &props));
+  std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
+  CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  for (int peer = 0; peer < devices; ++peer) {
+    int can = 0;
+    if (peer == device) continue;
+    CK(cudaDeviceCanAccessPeer(&can, peer, device));
+    if (!can) continue;
+    cudaMemAccessDesc access{};
+    access.location.type = cudaMemLocationTypeDevice;
+    access.location.id = peer;
+    access.flags = cudaMemAccessFlagsProtReadWrite;
+    CK(cudaMemPoolSetAccess(pool, &access, 1));
+  }
+  CK(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&s.ipc_buf), 64, pool, s.stream));
+  CK(cudaMallocAsync(reinterpret_cast<void**>(&s.def_buf), 64, s.stream));
+  CK(cudaMemsetAsync(s.ipc_buf, 0, 64, s.stream));
+  CK(cudaMemsetAsync(s.def_buf, 0, 64, s.stream));
+  CK(cudaStreamSynchronize(s.stream));
+  ncclUniqueId id;
+  if (rank == 0) CK(ncclGetUniqueId(&id));
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  CK(ncclCommInitRankConfig(&s.comm, size, id, rank, &config));
+  run_mode(s, "malloc", 200, false);  // connects, before the capture
+  cudaGraph_t graph = nullptr;
+  CK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+  issue(s, s.malloc_buf);
+  CK(cudaStreamEndCapture(s.stream, &graph));
+  CK(cudaGraphInstantiate(&s.graph, graph, 0));
+  for (const char* warm : {"ipc_pool", "def_pool", "graph"}) run_mode(s, warm, 200, false);
+  const std::array<const char*, 6> modes = {"malloc", "ipc_pool", "def_pool", "spinner", "handoff", "graph"};
+  for (int round = 0; round < 3; ++round) {
+    for (const char* m : modes) {
+      const double b2b = run_mode(s, m, iters, false);
+      const double each = run_mode(s, m, iters, true);
+      double b2b_max = 0, each_max = 0;
+      MPI_Reduce(&b2b, &b2b_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+      MPI_Reduce(&each, &each_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+      if (rank == 0) {
+        std::printf("round %d %-9s back to back %7.2f us   each waited for %7.2f us\n", round, m, b2b_max, each_max);
+      }
+    }
+  }
+  CK(cudaGraphExecDestroy(s.graph));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaFree(s.malloc_buf));
+  CK(cudaFreeAsync(s.ipc_buf, s.stream));
+  CK(cudaFreeAsync(s.def_buf, s.stream));
+  CK(cudaStreamSynchronize(s.stream));
+  ncclCommFinalize(s.comm);
+  ncclCommDestroy(s.comm);
+  MPI_Finalize();
+  return 0;
+}

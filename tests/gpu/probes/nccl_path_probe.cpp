@@ -7,7 +7,12 @@
 //   ipc_pool   buffers from a cudaMemPool with POSIX file descriptor handles, peer access granted
 //              (what atomr's device actor allocates from)
 //   def_pool   buffers from the device's default pool (cudaMallocAsync)
-//   spinner    malloc, with a second thread spinning on an atomic (the pause hint) meanwhile
+//   spin_pause   malloc, with a second thread spinning on an atomic (the pause hint) meanwhile
+//   spin_nopause the same without the pause hint; spin_yield: sched_yield between looks;
+//   spin_sleep   the second thread sleeps 20 us between looks
+//   pin_*        the main thread pinned to one CPU (pin_alone), the second thread (a spinner, or
+//                the issuer of a hand-off) pinned to the CPU next to it (_adj: m^1) or half the
+//                machine away (_far: m + N/2): which CPUs share a core shows as a cost
 //   handoff    malloc, issued by a second thread that takes each operation from a ring the
 //              main thread fills (the engine's caller and issuing thread, without the engine)
 //   graph      malloc, one all_reduce captured in a CUDA graph, launched each time (uniform
@@ -16,6 +21,9 @@
 // docs/benchmarks.md records what it printed on the two-GPU machine.
 #include <cuda_runtime.h>
 #include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 #include <mpi.h>
 #include <nccl.h>
 
@@ -51,10 +59,39 @@ float* buffer_for(setup& s, const std::string& mode) {
   return s.malloc_buf;
 }
 
+void pin_to(std::thread::native_handle_type t, int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  CK(pthread_setaffinity_np(t, sizeof(set), &set));
+}
+
+// For pinned modes: the main thread's CPU, and where the second thread goes (-1: anywhere).
+struct placement {
+  int main = -1;
+  int other = -1;
+};
+
+placement placement_for(const std::string& mode, int rank) {
+  const int n = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  placement p;
+  if (mode.rfind("pin_", 0) != 0 || n < 16) return p;
+  p.main = (2 + 4 * rank) % n;
+  if (mode.find("_adj") != std::string::npos) p.other = p.main ^ 1;
+  if (mode.find("_far") != std::string::npos) p.other = (p.main + n / 2) % n;
+  return p;
+}
+
 void issue(setup& s, float* buf) { CK(ncclAllReduce(buf, buf + 4, 2, ncclFloat32, ncclSum, s.comm, s.stream)); }
 
-double run_mode(setup& s, const std::string& mode, int iters, bool each) {
+double run_mode(setup& s, const std::string& mode, int iters, bool each, int rank) {
   float* buf = buffer_for(s, mode);
+  const placement where = placement_for(mode, rank);
+  cpu_set_t saved;
+  CK(sched_getaffinity(0, sizeof(saved), &saved));
+  if (where.main >= 0) pin_to(pthread_self(), where.main);
+  const bool spins = mode.find("spin") != std::string::npos;
+  const bool hands_off = mode.find("handoff") != std::string::npos;
   std::atomic<bool> stop{false};
   std::atomic<long> spin_word{0};
   std::thread other;
@@ -63,16 +100,24 @@ double run_mode(setup& s, const std::string& mode, int iters, bool each) {
   std::vector<std::atomic<long>> ring(k_ring);
   for (auto& r : ring) r.store(-1);
   std::atomic<long> issued{0};
-  if (mode == "spinner") {
+  if (spins) {
     other = std::thread([&] {
+      const bool pause = mode.find("nopause") == std::string::npos;
       while (!stop.load(std::memory_order_relaxed)) {
         spin_word.fetch_add(0, std::memory_order_relaxed);
-        _mm_pause();
+        if (mode == "spin_yield") {
+          sched_yield();
+        } else if (mode == "spin_sleep") {
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+        } else if (pause) {
+          _mm_pause();
+        }
       }
     });
+    if (where.other >= 0) pin_to(other.native_handle(), where.other);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  if (mode == "handoff") {
+  if (hands_off) {
     other = std::thread([&] {
       CK(cudaSetDevice(s.device));
       for (long i = 0; i < iters; ++i) {
@@ -82,12 +127,13 @@ double run_mode(setup& s, const std::string& mode, int iters, bool each) {
         issued.store(i + 1, std::memory_order_release);
       }
     });
+    if (where.other >= 0) pin_to(other.native_handle(), where.other);
   }
   const auto t0 = clock_type::now();
   for (int i = 0; i < iters; ++i) {
     if (mode == "graph") {
       CK(cudaGraphLaunch(s.graph, s.stream));
-    } else if (mode == "handoff") {
+    } else if (hands_off) {
       // (The ring never laps the issuer: at most k_ring ahead.)
       while (i >= k_ring && issued.load(std::memory_order_acquire) <= i - k_ring) _mm_pause();
       ring[static_cast<std::size_t>(i % k_ring)].store(i, std::memory_order_release);
@@ -99,13 +145,14 @@ double run_mode(setup& s, const std::string& mode, int iters, bool each) {
     }
     if (each) CK(cudaStreamSynchronize(s.stream));
   }
-  if (mode == "handoff") {
+  if (hands_off) {
     while (issued.load(std::memory_order_acquire) < iters) _mm_pause();
   }
   CK(cudaStreamSynchronize(s.stream));
   const double us = std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / iters;
   stop = true;
   if (other.joinable()) other.join();
+  CK(sched_setaffinity(0, sizeof(saved), &saved));
   return us;
 }
 
@@ -159,23 +206,25 @@ int main(int argc, char** argv) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
   CK(ncclCommInitRankConfig(&s.comm, size, id, rank, &config));
-  run_mode(s, "malloc", 200, false);  // connects, before the capture
+  run_mode(s, "malloc", 200, false, rank);  // connects, before the capture
   cudaGraph_t graph = nullptr;
   CK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
   issue(s, s.malloc_buf);
   CK(cudaStreamEndCapture(s.stream, &graph));
   CK(cudaGraphInstantiate(&s.graph, graph, 0));
-  for (const char* warm : {"ipc_pool", "def_pool", "graph"}) run_mode(s, warm, 200, false);
-  const std::array<const char*, 6> modes = {"malloc", "ipc_pool", "def_pool", "spinner", "handoff", "graph"};
+  for (const char* warm : {"ipc_pool", "def_pool", "graph"}) run_mode(s, warm, 200, false, rank);
+  const std::array<const char*, 14> modes = {
+      "malloc",       "ipc_pool",   "graph",     "spin_pause",   "spin_nopause", "spin_yield",   "spin_sleep",
+      "handoff",      "pin_alone",  "pin_spin_adj", "pin_spin_far", "pin_handoff_adj", "pin_handoff_far", "malloc"};
   for (int round = 0; round < 3; ++round) {
     for (const char* m : modes) {
-      const double b2b = run_mode(s, m, iters, false);
-      const double each = run_mode(s, m, iters, true);
+      const double b2b = run_mode(s, m, iters, false, rank);
+      const double each = run_mode(s, m, iters, true, rank);
       double b2b_max = 0, each_max = 0;
       MPI_Reduce(&b2b, &b2b_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
       MPI_Reduce(&each, &each_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
       if (rank == 0) {
-        std::printf("round %d %-9s back to back %7.2f us   each waited for %7.2f us\n", round, m, b2b_max, each_max);
+        std::printf("round %d %-15s back to back %7.2f us   each waited for %7.2f us\n", round, m, b2b_max, each_max);
       }
     }
   }

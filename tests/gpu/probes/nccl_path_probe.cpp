@@ -17,17 +17,20 @@
 //              main thread fills (the engine's caller and issuing thread, without the engine)
 //   graph      malloc, one all_reduce captured in a CUDA graph, launched each time (uniform
 //              over the ranks, as NCCL requires)
+//   graph_copy     a graph of copy-in, the all_reduce on a fixed staging buffer, copy-out: the
+//                  shape that keeps a graph's NCCL pointers the same on every rank whatever
+//                  buffers the caller passes; graph_copy_upd points its copies at one of two
+//                  buffer sets per launch (cudaGraphExecMemcpyNodeSetParams1D), as that design must
 //   mpirun -np 2 nccl_path_probe [iters]
 // docs/benchmarks.md records what it printed on the two-GPU machine.
 #include <cuda_runtime.h>
 #include <immintrin.h>
+#include <mpi.h>
+#include <nccl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
-#include <mpi.h>
-#include <nccl.h>
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -51,7 +54,20 @@ struct setup {
   float* def_buf = nullptr;
   cudaGraphExec_t graph = nullptr;
   int device = 0;
+  // graph_copy: two user buffer sets (send at [0, 2), recv at [4, 6)) and the staging buffer.
+  float* user[2] = {nullptr, nullptr};
+  float* stage = nullptr;
+  cudaGraphExec_t copy_graph = nullptr;
+  cudaGraphNode_t copy_in = nullptr;
+  cudaGraphNode_t copy_out = nullptr;
 };
+
+// Points the copy graph's copies at user buffer set `which`.
+void point_copies(setup& s, int which) {
+  float* u = s.user[which];
+  CK(cudaGraphExecMemcpyNodeSetParams1D(s.copy_graph, s.copy_in, s.stage, u, 8, cudaMemcpyDeviceToDevice));
+  CK(cudaGraphExecMemcpyNodeSetParams1D(s.copy_graph, s.copy_out, u + 4, s.stage + 4, 8, cudaMemcpyDeviceToDevice));
+}
 
 float* buffer_for(setup& s, const std::string& mode) {
   if (mode == "ipc_pool") return s.ipc_buf;
@@ -133,6 +149,11 @@ double run_mode(setup& s, const std::string& mode, int iters, bool each, int ran
   for (int i = 0; i < iters; ++i) {
     if (mode == "graph") {
       CK(cudaGraphLaunch(s.graph, s.stream));
+    } else if (mode == "graph_copy") {
+      CK(cudaGraphLaunch(s.copy_graph, s.stream));
+    } else if (mode == "graph_copy_upd") {
+      point_copies(s, i & 1);
+      CK(cudaGraphLaunch(s.copy_graph, s.stream));
     } else if (hands_off) {
       // (The ring never laps the issuer: at most k_ring ahead.)
       while (i >= k_ring && issued.load(std::memory_order_acquire) <= i - k_ring) _mm_pause();
@@ -212,10 +233,68 @@ int main(int argc, char** argv) {
   issue(s, s.malloc_buf);
   CK(cudaStreamEndCapture(s.stream, &graph));
   CK(cudaGraphInstantiate(&s.graph, graph, 0));
-  for (const char* warm : {"ipc_pool", "def_pool", "graph"}) run_mode(s, warm, 200, false, rank);
-  const std::array<const char*, 14> modes = {
-      "malloc",       "ipc_pool",   "graph",     "spin_pause",   "spin_nopause", "spin_yield",   "spin_sleep",
-      "handoff",      "pin_alone",  "pin_spin_adj", "pin_spin_far", "pin_handoff_adj", "pin_handoff_far", "malloc"};
+  // The copy graph: copy-in, the all_reduce on the staging buffer, copy-out.
+  for (auto& u : s.user) {
+    CK(cudaMalloc(&u, 64));
+    CK(cudaMemset(u, 0, 64));
+  }
+  CK(cudaMalloc(&s.stage, 64));
+  cudaGraph_t copy_graph = nullptr;
+  CK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+  CK(cudaMemcpyAsync(s.stage, s.user[0], 8, cudaMemcpyDeviceToDevice, s.stream));
+  CK(ncclAllReduce(s.stage, s.stage + 4, 2, ncclFloat32, ncclSum, s.comm, s.stream));
+  CK(cudaMemcpyAsync(s.user[0] + 4, s.stage + 4, 8, cudaMemcpyDeviceToDevice, s.stream));
+  CK(cudaStreamEndCapture(s.stream, &copy_graph));
+  {
+    std::size_t n = 0;
+    CK(cudaGraphGetNodes(copy_graph, nullptr, &n));
+    std::vector<cudaGraphNode_t> nodes(n);
+    CK(cudaGraphGetNodes(copy_graph, nodes.data(), &n));
+    for (auto node : nodes) {
+      cudaGraphNodeType type{};
+      CK(cudaGraphNodeGetType(node, &type));
+      if (type != cudaGraphNodeTypeMemcpy) continue;
+      std::size_t deps = 0;
+      std::size_t dependents = 0;
+      CK(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &deps));
+      CK(cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &dependents));
+      if (deps == 0) s.copy_in = node;
+      if (dependents == 0) s.copy_out = node;
+    }
+    if (rank == 0) std::printf("copy graph: %zu nodes\n", n);
+    if (s.copy_in == nullptr || s.copy_out == nullptr) {
+      std::printf("probe: the copy graph's memcpy nodes were not found\n");
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  CK(cudaGraphInstantiate(&s.copy_graph, copy_graph, 0));
+  for (const char* warm : {"ipc_pool", "def_pool", "graph", "graph_copy", "graph_copy_upd"}) {
+    run_mode(s, warm, 200, false, rank);
+  }
+  // The updated copies move the right bytes: each rank's (rank + 1) summed into set 1's recv.
+  {
+    const float in[2] = {static_cast<float>(rank + 1), static_cast<float>(rank + 1)};
+    CK(cudaMemcpy(s.user[1], in, sizeof in, cudaMemcpyHostToDevice));
+    point_copies(s, 1);
+    CK(cudaGraphLaunch(s.copy_graph, s.stream));
+    CK(cudaStreamSynchronize(s.stream));
+    float out[2] = {0, 0};
+    CK(cudaMemcpy(out, s.user[1] + 4, sizeof out, cudaMemcpyDeviceToHost));
+    const float want = static_cast<float>(size * (size + 1) / 2);
+    std::printf("rank %d graph_copy_upd check: %g %g (want %g) %s\n", rank, out[0], out[1], want,
+                out[0] == want && out[1] == want ? "ok" : "WRONG");
+  }
+  // ATOMR_PROBE_MODES=short: the buffer and graph modes only.
+  const char* which = std::getenv("ATOMR_PROBE_MODES");
+  const bool short_list = which != nullptr && std::string(which) == "short";
+  std::vector<const char*> modes = {"malloc", "graph", "graph_copy", "graph_copy_upd", "ipc_pool"};
+  if (!short_list) {
+    for (const char* m : {"spin_pause", "spin_nopause", "spin_yield", "spin_sleep", "handoff", "pin_alone",
+                          "pin_spin_adj", "pin_spin_far", "pin_handoff_adj", "pin_handoff_far"}) {
+      modes.push_back(m);
+    }
+  }
+  modes.push_back("malloc");
   for (int round = 0; round < 3; ++round) {
     for (const char* m : modes) {
       const double b2b = run_mode(s, m, iters, false, rank);
@@ -228,6 +307,8 @@ int main(int argc, char** argv) {
       }
     }
   }
+  CK(cudaGraphExecDestroy(s.copy_graph));
+  CK(cudaGraphDestroy(copy_graph));
   CK(cudaGraphExecDestroy(s.graph));
   CK(cudaGraphDestroy(graph));
   CK(cudaFree(s.malloc_buf));

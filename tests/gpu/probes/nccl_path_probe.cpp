@@ -17,6 +17,9 @@
 //              main thread fills (the engine's caller and issuing thread, without the engine)
 //   graph      malloc, one all_reduce captured in a CUDA graph, launched each time (uniform
 //              over the ranks, as NCCL requires)
+//   graph_agree    graph, each launch after an 8-byte MPI_Allreduce among the ranks (what a
+//                  graph keyed by the caller's buffers would need to agree that every rank
+//                  holds one); agree: that MPI_Allreduce alone
 //   graph_copy     a graph of copy-in, the all_reduce on a fixed staging buffer, copy-out: the
 //                  shape that keeps a graph's NCCL pointers the same on every rank whatever
 //                  buffers the caller passes; graph_copy_upd points its copies at one of two
@@ -33,6 +36,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -147,7 +151,16 @@ double run_mode(setup& s, const std::string& mode, int iters, bool each, int ran
   }
   const auto t0 = clock_type::now();
   for (int i = 0; i < iters; ++i) {
-    if (mode == "graph") {
+    if (mode == "agree" || mode == "graph_agree") {
+      std::uint64_t mine = 0x5eedULL + static_cast<std::uint64_t>(i);
+      std::uint64_t all = 0;
+      CK(MPI_Allreduce(&mine, &all, 1, MPI_UINT64_T, MPI_BAND, MPI_COMM_WORLD));
+      if (all != mine) {
+        std::printf("probe: the ranks disagreed at %d\n", i);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      if (mode == "graph_agree") CK(cudaGraphLaunch(s.graph, s.stream));
+    } else if (mode == "graph") {
       CK(cudaGraphLaunch(s.graph, s.stream));
     } else if (mode == "graph_copy") {
       CK(cudaGraphLaunch(s.copy_graph, s.stream));
@@ -268,7 +281,7 @@ int main(int argc, char** argv) {
     }
   }
   CK(cudaGraphInstantiate(&s.copy_graph, copy_graph, 0));
-  for (const char* warm : {"ipc_pool", "def_pool", "graph", "graph_copy", "graph_copy_upd"}) {
+  for (const char* warm : {"ipc_pool", "def_pool", "graph", "graph_agree", "graph_copy", "graph_copy_upd"}) {
     run_mode(s, warm, 200, false, rank);
   }
   // The updated copies move the right bytes: each rank's (rank + 1) summed into set 1's recv.
@@ -287,7 +300,8 @@ int main(int argc, char** argv) {
   // ATOMR_PROBE_MODES=short: the buffer and graph modes only.
   const char* which = std::getenv("ATOMR_PROBE_MODES");
   const bool short_list = which != nullptr && std::string(which) == "short";
-  std::vector<const char*> modes = {"malloc", "graph", "graph_copy", "graph_copy_upd", "ipc_pool"};
+  std::vector<const char*> modes = {"malloc",     "graph",          "graph_agree", "agree",
+                                    "graph_copy", "graph_copy_upd", "ipc_pool"};
   if (!short_list) {
     for (const char* m : {"spin_pause", "spin_nopause", "spin_yield", "spin_sleep", "handoff", "pin_alone",
                           "pin_spin_adj", "pin_spin_far", "pin_handoff_adj", "pin_handoff_far"}) {

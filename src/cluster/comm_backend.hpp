@@ -105,6 +105,28 @@ class comm_backend {
     (void)unsealed;
     return false;
   }
+  // CUDA graphs. A backend that can replay a request as a graph of its calls (graph_limit() > 0:
+  // requests of up to that many bytes) keeps the graphs it captured, keyed by the request's shape
+  // and buffers. NCCL lets a rank launch such a graph only when every rank launches the graph of
+  // the same collective capture, and buffers differ between ranks, so the engine asks each rank
+  // what it holds (graph_lookup), agrees across ranks, and then issues the request one of three
+  // ways (issue_graph): as usual, captured by every rank now (id: the capture's, the same
+  // everywhere) and launched, or by launching the capture `id` every rank holds.
+  virtual std::size_t graph_limit() const { return 0; }
+  struct graph_holding {
+    std::uint64_t capture = 0;  // the capture of this rank's graph for the request (0: none)
+    bool seen = false;          // the same request was issued here before (a graph would be used again)
+  };
+  virtual graph_holding graph_lookup(const coll_request& r) {
+    (void)r;
+    return {};
+  }
+  enum class graph_step : std::uint8_t { eager, capture, launch };
+  virtual result<void> issue_graph(coll_request& r, const member_waits& waits, graph_step step, std::uint64_t id) {
+    (void)step;
+    (void)id;
+    return issue(r, waits);
+  }
   // (A reference into the request's state: valid while the request holds it.)
   virtual const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const = 0;
   // True once the request's work has finished (and its results are in place).

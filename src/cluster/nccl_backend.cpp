@@ -27,6 +27,7 @@
 #include "atomr/local/device/wait_memo.hpp"
 #include "batched_copy.hpp"
 #include "comm_backend.hpp"
+#include "graph_cache.hpp"
 #include "stall_watch.hpp"
 
 namespace atomr::cluster::detail {
@@ -145,6 +146,16 @@ result<int> blocking_from_environment() {
   return static_cast<int>(v);
 }
 
+// The largest request replayed as a CUDA graph (0: none), from ATOMR_NCCL_GRAPHS and
+// ATOMR_NCCL_GRAPH_BYTES.
+result<std::size_t> graph_bytes_from_environment() {
+  ATOMR_ASSIGN_OR_RETURN(const auto on, tunable_int(tunables::nccl_graphs));
+  if (on != 0 && on != 1) return error(errc::invalid_argument, "ATOMR_NCCL_GRAPHS must be 0 or 1");
+  ATOMR_ASSIGN_OR_RETURN(const auto bytes, tunable_int(tunables::nccl_graph_bytes));
+  if (bytes < 0) return error(errc::invalid_argument, "ATOMR_NCCL_GRAPH_BYTES must not be negative");
+  return on == 1 ? static_cast<std::size_t>(bytes) : 0;
+}
+
 struct nccl_state {
   std::vector<std::shared_ptr<void>> events;  // per member, from the seal (empty until then)
   std::vector<copy_desc> descs;               // packed: kept until done
@@ -153,11 +164,12 @@ struct nccl_state {
 
 class nccl_backend final : public comm_backend {
  public:
-  nccl_backend(MPI_Comm control, std::vector<member> ms, int size, int blocking)
+  nccl_backend(MPI_Comm control, std::vector<member> ms, int size, int blocking, std::size_t graph_bytes)
       : control_(control),
         members_(std::move(ms)),
         size_(size),
         blocking_(blocking),
+        graph_bytes_(graph_bytes),
         watch_([this] { abort(); }, k_stall_grace) {
     for (auto& m : members_) {
       int r = 0;
@@ -170,12 +182,17 @@ class nccl_backend final : public comm_backend {
       // Finalizing waits for the peers (a blocking communicator, in the call).
       const auto deadline = clock::now() + std::chrono::seconds(10);
       stall_watch::scope guard(watch_, deadline, "ncclCommFinalize");
+      // NCCL's finalize waits until no CUDA graph refers to the communicator.
+      if (!aborted_) {
+        for (auto& m : members_) {
+          cudaSetDevice(m.device);
+          cudaStreamSynchronize(m.stream);
+        }
+        graphs_.drop_all();
+      }
       for (auto& m : members_) {
         cudaSetDevice(m.device);
-        if (!aborted_) {
-          cudaStreamSynchronize(m.stream);
-          ncclCommFinalize(m.comm);
-        }
+        if (!aborted_) ncclCommFinalize(m.comm);
       }
       if (!aborted_) (void)settle(members_, deadline, "ncclCommFinalize");
     }
@@ -201,6 +218,45 @@ class nccl_backend final : public comm_backend {
 
   result<void> issue_group(std::span<coll_request* const> batch, const member_waits& waits) override {
     return issue_together(batch, waits, true);
+  }
+
+  // Graphs need one member (a graph of one stream) and a blocking communicator (a nonblocking one
+  // may still be enqueuing when the capture ends).
+  std::size_t graph_limit() const override { return members_.size() == 1 && blocking_ == 1 ? graph_bytes_ : 0; }
+
+  graph_holding graph_lookup(const coll_request& r) override {
+    const auto h = graphs_.lookup(graph_cache::key_of(r.spec, r.count, 0));
+    return {h.capture, h.seen};
+  }
+
+  result<void> issue_graph(coll_request& r, const member_waits& waits, graph_step step, std::uint64_t id) override {
+    const auto k = graph_cache::key_of(r.spec, r.count, 0);
+    if (step == graph_step::eager) {
+      ATOMR_TRY(issue(r, waits));
+      graphs_.note_issued(k);
+      return ok();
+    }
+    ATOMR_TRY(wait_for(waits));
+    auto& m = members_[0];
+    if (step == graph_step::launch) {
+      ATOMR_TRY(graphs_.launch(k, id, m.stream));
+    } else {
+      std::vector<std::shared_ptr<local::buffer_block>> blocks(r.spec.send.begin(), r.spec.send.end());
+      blocks.insert(blocks.end(), r.spec.recv.begin(), r.spec.recv.end());
+      stall_watch::scope guard(watch_, r.deadline, "an NCCL call captured into a CUDA graph");
+      const bool grouped = r.spec.kind == coll_kind::all_to_all;
+      auto calls = [&]() -> result<void> {
+        if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupStart()));
+        auto enqueued = enqueue(r);
+        if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupEnd()));
+        return enqueued;
+      };
+      ATOMR_TRY(graphs_.capture_and_launch(k, id, m.stream, std::move(blocks), calls));
+    }
+    r.stamp(trace_stage::called);
+    if (!open_) open_ = std::make_shared<nccl_state>();
+    r.state = open_;
+    return ok();
   }
 
   // Enqueues the requests' calls (in one NCCL group if `grouped`) after `waits`; they share the
@@ -403,6 +459,9 @@ class nccl_backend final : public comm_backend {
   // From the progress thread (the watchdog) or the stall watch's thread, whichever comes first.
   void abort() override {
     if (aborted_.exchange(true)) return;
+    // NCCL's abort waits until no CUDA graph refers to the communicator: drop them first (work
+    // they launched ends with the abort).
+    graphs_.drop_all();
     for (auto& m : members_) {
       cudaSetDevice(m.device);
       ncclCommAbort(m.comm);
@@ -449,7 +508,7 @@ class nccl_backend final : public comm_backend {
     ATOMR_TRY(prepare(subs));
     int count = 0;
     ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommCount(subs[0].comm, &count)));
-    return std::unique_ptr<comm_backend>(new nccl_backend(control, std::move(subs), count, blocking_));
+    return std::unique_ptr<comm_backend>(new nccl_backend(control, std::move(subs), count, blocking_, graph_bytes_));
 #else
     (void)excluded;
     (void)control;
@@ -485,7 +544,7 @@ class nccl_backend final : public comm_backend {
     ATOMR_TRY(prepare(subs));
     int count = 0;
     ATOMR_TRY(ATOMR_NCCL_CHECK(ncclCommCount(subs[0].comm, &count)));
-    return std::unique_ptr<comm_backend>(new nccl_backend(control_, std::move(subs), count, blocking_));
+    return std::unique_ptr<comm_backend>(new nccl_backend(control_, std::move(subs), count, blocking_, graph_bytes_));
   }
 
   // Streams, event pools and barrier scratch for communicators just made.
@@ -535,6 +594,8 @@ class nccl_backend final : public comm_backend {
   std::vector<int> ranks_;
   int size_;
   int blocking_;
+  std::size_t graph_bytes_;  // the largest request replayed as a CUDA graph (0: none)
+  graph_cache graphs_;       // member 0's (graphs are used with one member only)
   std::atomic<bool> aborted_{false};
   bool in_progress_ = false;           // an enqueuing call answered ncclInProgress since the last settle
   std::shared_ptr<void> last_passed_;  // member 0's event of the last seal seen complete
@@ -579,6 +640,7 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
   ATOMR_ASSIGN_OR_RETURN(const auto ids, unique_ids(control, rank, ranks, total, deadline));
 
   ATOMR_ASSIGN_OR_RETURN(const int blocking, blocking_from_environment());
+  ATOMR_ASSIGN_OR_RETURN(const auto graph_bytes, graph_bytes_from_environment());
   std::vector<member> ms(devices.size());
   auto init = [&]() -> result<void> {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -635,7 +697,7 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
   }
   ATOMR_TRY(agree(control, initialized, deadline, "initializing NCCL"));
   ATOMR_TRY(nccl_backend::prepare(ms));
-  return std::unique_ptr<comm_backend>(new nccl_backend(control, std::move(ms), total, blocking));
+  return std::unique_ptr<comm_backend>(new nccl_backend(control, std::move(ms), total, blocking, graph_bytes));
 }
 
 }  // namespace atomr::cluster::detail

@@ -393,6 +393,9 @@ world::stats_snapshot world_engine::stats() const {
   s.grouped = stats_.grouped.load(std::memory_order_acquire);
   s.agreements = stats_.agreements.load(std::memory_order_acquire);
   s.assisted = stats_.assisted.load(std::memory_order_acquire);
+  s.graph_votes = stats_.graph_votes.load(std::memory_order_acquire);
+  s.graph_captures = stats_.graph_captures.load(std::memory_order_acquire);
+  s.graph_launches = stats_.graph_launches.load(std::memory_order_acquire);
   return s;
 }
 
@@ -512,14 +515,16 @@ void world_engine::run() {
     }
     if (kick_.exchange(false, std::memory_order_acq_rel)) last_change = clock::now();
     for (auto& t : tasks) t();
-    const auto before = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size());
+    const auto before = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
+                                        graph_vote_ != nullptr);
     take_inbox();
     issue_ready();
     complete_finished();
     issue_released();
     check_health();
     free_retired();
-    const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size());
+    const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
+                                       graph_vote_ != nullptr);
     busy = has_open();
     issuing.unlock();
     if (before != after) {
@@ -682,6 +687,8 @@ std::optional<std::size_t> world_engine::group_prefix() const {
   std::size_t n = 0;
   for (const auto& r : queue_) {
     if (n == most || r->together != head.together || !groupable(*r) || !use.try_add(*r)) break;
+    // (A request that may be voted on is issued alone or heads its own group: see graph_shape.)
+    if (n > 0 && !graph_shape(head) && graph_shape(*r)) break;
     if (!ready(*r, waits)) return std::nullopt;
     ++n;
   }
@@ -752,6 +759,15 @@ void world_engine::issue_ready(bool seal_now) {
     }
   } sealed_on_exit{*this, seal_now};
   while (!failure_) {
+    if (graph_vote_) {
+      int done = 0;
+      if (auto r = ATOMR_MPI_CHECK(MPI_Test(&graph_vote_->request, &done, MPI_STATUS_IGNORE)); !r) {
+        return fail_world(r.error_value().with_context("agreeing on a CUDA graph across ranks"), queue_.front().get());
+      }
+      if (!done) return;
+      finish_graph_vote();
+      continue;
+    }
     if (exchange_) {
       int done = 0;
       if (auto r = ATOMR_MPI_CHECK(MPI_Test(&exchange_->request, &done, MPI_STATUS_IGNORE)); !r) {
@@ -911,6 +927,7 @@ void world_engine::finish_exchange() {
 }
 
 void world_engine::issue_batch(std::size_t n) {
+  if (graph_vote_first(n)) return;
   // (The scratch lists keep their capacity from batch to batch: this runs for every request.)
   auto& batch = scratch_batch_;
   batch.clear();
@@ -938,7 +955,17 @@ void world_engine::issue_batch(std::size_t n) {
     }
   }
   result<void> issued = ok();
-  if (batch.size() == 1 && !is_p2p(*batch.front())) {
+  if (graph_decided_) {
+    const auto [step, id] = *graph_decided_;
+    graph_decided_.reset();
+    issued = backend_->issue_graph(*batch.front(), waits, step, id);
+    if (issued && step == detail::comm_backend::graph_step::capture) {
+      stats_.graph_captures.fetch_add(1, std::memory_order_release);
+    }
+    if (issued && step == detail::comm_backend::graph_step::launch) {
+      stats_.graph_launches.fetch_add(1, std::memory_order_release);
+    }
+  } else if (batch.size() == 1 && !is_p2p(*batch.front())) {
     issued = backend_->issue(*batch.front(), waits);
   } else {
     auto& raw = scratch_raw_;
@@ -1059,7 +1086,7 @@ void world_engine::publish_writes(coll_request& r, const std::vector<std::shared
 }
 
 bool world_engine::busy_for_callers() const {
-  return exchange_ || !queue_.empty() || in_flight_.size() >= k_pack_window_depth;
+  return exchange_ || graph_vote_ || !queue_.empty() || in_flight_.size() >= k_pack_window_depth;
 }
 
 void world_engine::complete_finished(bool by_caller, bool poll_idle) {
@@ -1246,6 +1273,9 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
   // An exchange MPI may still write into keeps its buffers (a failed world's requests are left to
   // MPI, as the destructor leaves its communicator).
   if (exchange_) (void)exchange_.release();
+  if (graph_vote_) (void)graph_vote_.release();
+  graph_decided_.reset();
+  graph_voted_ = false;
   for (auto& ex : background_) (void)ex.release();
   background_.clear();
   lone_heads_.clear();

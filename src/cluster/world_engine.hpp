@@ -4,10 +4,12 @@
 // polled, so a missing rank is noticed by its deadline.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -126,6 +128,7 @@ class world_engine {
   // Counted with atomics: callers and the progress thread never wait on each other for them.
   struct counters {
     std::atomic<std::uint64_t> requests{0}, issues{0}, packed{0}, grouped{0}, agreements{0}, assisted{0};
+    std::atomic<std::uint64_t> graph_votes{0}, graph_captures{0}, graph_launches{0};
   } stats_;
   // Set (under mutex_) while inbox_ holds requests: the busy progress thread looks here instead
   // of taking the lock the callers submit under.
@@ -173,7 +176,9 @@ class world_engine {
   std::size_t last_resolved_ = 0;  // by the last complete_finished
   void free_retired();
   // Requests queued or in flight, or an exchange under way (under issue_mutex_).
-  bool has_open() const { return !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty(); }
+  bool has_open() const {
+    return !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty() || graph_vote_;
+  }
   // On a stream-ordered backend: the requests issued since the last seal (the tail of in_flight_)
   // and the writes they make, by buffer and sequence number. Until the seal their writes are not
   // published: other devices wait for it, while this world's own later requests, which run
@@ -202,6 +207,40 @@ class world_engine {
   // Whether a packable request skips the exchange; nullopt until the exchanges it depends on are in.
   std::optional<bool> in_latency_window(std::uint64_t seq) const;
   std::deque<std::uint64_t> lone_heads_;  // finished exchanges in which every rank offered one
+  // CUDA graphs (comm_backend::graph_limit). A request the backend could replay as a graph waits
+  // at the head of the queue for a vote: every rank says which capture it holds for the request's
+  // buffers, whether it issued them before, and how many requests it would issue in one group
+  // from the head (one MPI_Iallreduce of four numbers). Then all ranks issue the shortest group
+  // proposed, or, alone, launch the capture they all hold, capture a new one together when every
+  // rank issued these buffers before, or issue as usual.
+  struct graph_vote {
+    // Reduced with MPI_MAX: the highest capture held, minus the lowest, 1 if a rank has not
+    // issued the request's buffers before, and minus the shortest group.
+    std::int64_t value[4] = {};
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::unique_ptr<graph_vote> graph_vote_;
+  std::optional<std::pair<detail::comm_backend::graph_step, std::uint64_t>> graph_decided_;
+  bool graph_voted_ = false;  // the next issue_batch is the outcome of a vote
+  // Whether a request's shape could be replayed (kind and size: the same on every rank). Such a
+  // request is issued alone or at the head of a group the ranks voted on, never inside a group
+  // one rank made up alone: all ranks must vote on the same requests.
+  bool graph_shape(const detail::coll_request& r) const;
+  // issue_batch's look before issuing `n` requests from the head: true if a vote started instead.
+  // (n becomes 1 where the head skips its vote.)
+  bool graph_vote_first(std::size_t& n);
+  void start_graph_vote(std::size_t n);
+  void finish_graph_vote();
+  // Per request shape: votes in a row that launched nothing. After k_graph_cold of them, the
+  // shape skips votes for a while (buffers that never repeat pay for no vote), longer each time;
+  // a skipped request is issued alone. Changed only by what every rank sees alike.
+  struct graph_pace {
+    std::uint32_t cold = 0;
+    std::uint32_t skip = 0;
+    std::uint32_t backoff = 64;
+  };
+  graph_pace& pace_of(const detail::coll_request& r);
+  std::map<std::array<std::uint64_t, 3>, graph_pace> graph_paces_;
   // ATOMR_TRACE: this rank's request timeline, as it stands, to its file.
   void write_trace() const;
   // Posts this rank's offer; false (the world failed) if MPI refused it.

@@ -625,7 +625,8 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   if (graph != 0) {
     return bad("-G/--cudagraph",
                "CUDA graphs are not supported (only 0): atomr's collectives are issued by its own threads, not "
-               "captured on the caller's stream");
+               "captured on the caller's stream (atomr replays a collective repeated on the same buffers as a "
+               "graph itself: ATOMR_NCCL_GRAPHS)");
   }
   s.check = check != 0;
   s.blocking = blocking != 0;

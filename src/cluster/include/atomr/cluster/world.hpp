@@ -203,6 +203,11 @@ class world {
     std::uint64_t agreements = 0;
     // Requests a waiting caller saw finish itself (ATOMR_WAIT_ASSIST), not the progress thread.
     std::uint64_t assisted = 0;
+    // CUDA graphs (NCCL, one GPU per rank, ATOMR_NCCL_GRAPHS): requests the ranks voted on, and
+    // of those, the ones captured into a graph and the ones launched from a graph captured earlier.
+    std::uint64_t graph_votes = 0;
+    std::uint64_t graph_captures = 0;
+    std::uint64_t graph_launches = 0;
   };
   stats_snapshot stats() const;
 

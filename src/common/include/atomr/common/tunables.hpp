@@ -46,6 +46,12 @@ inline constexpr tunable host_rd_bytes{
 inline constexpr tunable nccl_blocking{
     "nccl_blocking", "ATOMR_NCCL_BLOCKING", "1",
     "1: blocking NCCL communicators (a blocked call is aborted at its deadline); 0: nonblocking (slow enqueue)"};
+inline constexpr tunable nccl_graphs{
+    "nccl_graphs", "ATOMR_NCCL_GRAPHS", "1",
+    "NCCL, one GPU per rank: a collective the ranks repeat on the same buffers is captured once and replayed "
+    "as a CUDA graph (the ranks agree on each replay): 1 or 0"};
+inline constexpr tunable nccl_graph_bytes{"nccl_graph_bytes", "ATOMR_NCCL_GRAPH_BYTES", "1048576",
+                                          "NCCL graphs: collectives up to this many bytes per rank are replayed"};
 inline constexpr tunable nccl_scalable_ranks{
     "nccl_scalable_ranks", "ATOMR_NCCL_SCALABLE_RANKS", "1024",
     "NCCL worlds of at least this many GPUs start with ncclCommInitRankScalable (several unique ids); 0: never"};
@@ -133,7 +139,9 @@ inline constexpr std::array k_all{&log,
                                   &wait_assist,
                                   &host_rd_bytes,
                                   &nccl_scalable_ranks,
-                                  &nccl_ranks_per_id};
+                                  &nccl_ranks_per_id,
+                                  &nccl_graphs,
+                                  &nccl_graph_bytes};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Session 16, call 2 (nvidia-h200-x2): the CUDA graph path. The world tests (2 ranks, 1 rank) and
+# the failure tests, then the small rows of every collective with graphs on and off
+# (ATOMR_NCCL_GRAPHS=0), with nccl-tests at the same sizes in the same lease.
+set -uo pipefail
+root=$PWD; st=$root/.gpu-stage; out=$OUT/c2; mkdir -p "$out/json"
+mkdir -p /tmp/nt && tar xJf $root/.gpu-nt/nt.tar.xz -C /tmp/nt; nt=/tmp/nt/nt
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 GTEST_COLOR=no
+{ echo "commit: $(cat $st/COMMIT) date: $(date -u +%FT%TZ) host: $(hostname)"
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv; nproc; } > $out/machine.txt 2>&1
+export LD_LIBRARY_PATH=$st/lib
+mp=(mpirun --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x GTEST_COLOR)
+A=$st/bin/atomr
+log=$out/c2.log
+t0=$SECONDS
+r() { local name=$1 t=$2; shift 2; echo "=== $name: $*" >> $log; local s=$SECONDS; timeout $t "$@" >> $log 2>&1; echo "rc=$? ($((SECONDS-s)) s)" >> $log; }
+r world2 150 "${mp[@]}" -np 2 $st/bin/gpu_world_test
+r world1 150 "${mp[@]}" -np 1 $st/bin/gpu_world_test --gtest_filter='WorldGraphs.*:Collectives.AllReduceF32:Collectives.AllToAll'
+r failures2 90 "${mp[@]}" -np 2 $st/bin/gpu_world_failure_test
+for op in all_reduce all_gather reduce_scatter broadcast all_to_all; do
+  ntn=$op; [[ $op == all_to_all ]] && ntn=alltoall
+  for z in 0 1; do
+    r nt_small_${op}_z$z 60 "${mp[@]}" -np 2 $nt/${ntn}_perf -b 8 -e 1M -f 8 -n 2000 -w 100 -z $z
+    r small_${op}_z$z 60 "${mp[@]}" -np 2 $A bench coll $op -b 8 -e 1M -f 8 -n 2000 -w 100 --many 0 -z $z -J $out/json/small_${op}_z$z.json
+  done
+done
+for z in 0 1; do
+  r nographs_all_reduce_z$z 60 "${mp[@]}" -x ATOMR_NCCL_GRAPHS=0 -np 2 $A bench coll all_reduce -b 8 -e 1M -f 8 -n 2000 -w 100 --many 0 -z $z -J $out/json/nographs_z$z.json
+  r again_all_reduce_z$z 60 "${mp[@]}" -np 2 $A bench coll all_reduce -b 8 -e 1M -f 8 -n 2000 -w 100 --many 0 -z $z -J $out/json/again_z$z.json
+done
+(cd $out/json && tar czf ../json.tar.gz . ) && rm -rf $out/json
+echo "all done in $((SECONDS-t0)) s" >> $log
+grep -E "^rc=[1-9]|FAILED|PASSED" $log; python3 $root/.gpu-tools/ab_table.py $log

@@ -1,0 +1,87 @@
+// The CUDA graphs one member of the NCCL backend captured: one per request shape and buffers, so
+// that a collective a program repeats on the same buffers is enqueued with one cudaGraphLaunch
+// instead of NCCL's host path (6-9 us per call on the two-GPU machine, docs/benchmarks.md,
+// fifteenth session).
+//
+// The graph of an NCCL call holds NCCL's plan of it, which refers to the communicator and to the
+// buffers: a graph holds its buffers (so their memory cannot go back to the device and come back
+// at the same address while the graph may run), is dropped once it holds the last reference to
+// them, and every graph is destroyed before the communicator is finalized or aborted (NCCL's
+// destroy and abort wait until no graph refers to the communicator).
+//
+// Threading: the issuing thread looks up, captures and launches; abort() may drop everything from
+// another thread (the watchdog or the stall watch). One mutex guards the list; it is not held
+// across the NCCL calls of a capture (a call blocked on a peer must not keep an abort waiting).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "atomr/cluster/world.hpp"
+#include "atomr/common/result.hpp"
+
+namespace atomr::cluster::detail {
+
+class graph_cache {
+ public:
+  // What makes two requests replay the same graph: shape and buffers (by block id: unique per
+  // allocation in this process, never reused).
+  struct key {
+    std::array<std::uint64_t, 4> v{};
+    bool operator==(const key&) const = default;
+  };
+  static key key_of(const coll_spec& spec, std::size_t count, std::size_t member);
+
+  static constexpr std::size_t k_graphs_most = 32;  // graphs kept; the least recently used goes
+  static constexpr std::size_t k_seen_most = 256;   // request keys remembered as issued before
+
+  graph_cache() = default;
+  graph_cache(const graph_cache&) = delete;
+  graph_cache& operator=(const graph_cache&) = delete;
+  ~graph_cache() { drop_all(); }
+
+  // The capture id of the graph held for `k` (0: none), and whether `k` was issued before.
+  struct holding {
+    std::uint64_t capture = 0;
+    bool seen = false;
+  };
+  holding lookup(const key& k);
+  // Remembers `k` as issued (the next agreement may capture it).
+  void note_issued(const key& k);
+  // Captures `enqueue` (the request's NCCL calls) on `stream`, keeps the graph as capture `id`
+  // for `k` (replacing any graph for `k`), holding `blocks`, and launches it on `stream`.
+  result<void> capture_and_launch(const key& k, std::uint64_t id, cudaStream_t stream,
+                                  std::vector<std::shared_ptr<local::buffer_block>> blocks,
+                                  const std::function<result<void>()>& enqueue);
+  // Launches capture `id` held for `k` on `stream`.
+  result<void> launch(const key& k, std::uint64_t id, cudaStream_t stream);
+  // Destroys every graph and refuses new ones (before the communicator is finalized or aborted).
+  // Launched work finishes on its own.
+  void drop_all();
+  std::size_t size() const;
+
+ private:
+  struct entry {
+    key k;
+    std::uint64_t capture = 0;
+    cudaGraphExec_t exec = nullptr;
+    std::vector<std::shared_ptr<local::buffer_block>> blocks;
+    std::uint64_t used = 0;  // last use, for eviction
+  };
+  // Drops the graphs whose buffers only this cache still holds (under mutex_).
+  void sweep_locked();
+  mutable std::mutex mutex_;
+  std::vector<entry> entries_;
+  std::vector<key> seen_;  // a ring of k_seen_most
+  std::size_t seen_next_ = 0;
+  std::uint64_t clock_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace atomr::cluster::detail

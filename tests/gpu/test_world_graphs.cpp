@@ -1,0 +1,176 @@
+// CUDA graphs on NCCL, one GPU per rank (comm_backend::graph_limit): a collective repeated on the
+// same buffers is voted on each time; the first goes as usual, the second is captured into a
+// graph, and later ones launch that graph. Each round writes new contents into the buffers first,
+// so a launch that ran on stale inputs, or did not run, shows as a wrong value.
+#include <cstdint>
+#include <cstdlib>
+
+#include "../mpi/world_fixture.hpp"
+
+namespace atomr {
+namespace {
+
+using cluster::reduce_op;
+
+class WorldGraphs : public testing::world_fixture {
+ protected:
+  // Rank r's element j in round t.
+  static std::int32_t v(int r, int t, std::size_t j) { return 1000 * t + 100 * r + static_cast<std::int32_t>(j); }
+  std::vector<std::int32_t> mine(int t, std::size_t n) const {
+    std::vector<std::int32_t> out(n);
+    for (std::size_t j = 0; j < n; ++j) out[j] = v(rank_, t, j);
+    return out;
+  }
+  template <typename T>
+  void upload(const local::gpu_ref<T>& b, const std::vector<T>& values) {
+    ASSERT_TRUE(dev_.upload(b, std::span<const T>(values)).get());
+  }
+  bool graphs_on(const cluster::world& w) const {
+    return w.backend() == cluster::world_backend::nccl && std::getenv("ATOMR_NCCL_GRAPHS") == nullptr;
+  }
+};
+
+TEST_F(WorldGraphs, AnAllReduceRepeatedOnTheSameBuffersLaunchesItsGraph) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 10;
+  constexpr std::size_t n = 33;
+  auto send = buffer(std::vector<std::int32_t>(n, 0));
+  auto recv = buffer(std::vector<std::int32_t>(n, -1));
+  for (int t = 0; t < k; ++t) {
+    upload(send, mine(t, n));
+    ASSERT_TRUE(w->all_reduce(send, recv).get());
+    std::vector<std::int32_t> expected(n, 0);
+    for (int r = 0; r < size_; ++r) {
+      for (std::size_t j = 0; j < n; ++j) expected[j] += v(r, t, j);
+    }
+    ASSERT_EQ(read(recv), expected) << "round " << t;
+  }
+  if (!graphs_on(*w)) GTEST_SKIP() << "values checked; no CUDA graphs on this backend";
+  const auto s = w->stats();
+  EXPECT_EQ(s.graph_votes, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.graph_captures, 1u);  // the second round
+  EXPECT_EQ(s.graph_launches, static_cast<std::uint64_t>(k - 2));
+}
+
+TEST_F(WorldGraphs, EveryCollectiveKindLaunchesItsGraphWithCurrentContents) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 4;
+  constexpr std::size_t n = 5;
+  const auto p = static_cast<std::size_t>(size_);
+  const int root = size_ - 1;
+  auto small = buffer(std::vector<std::int32_t>(n, 0));
+  auto wide = buffer(std::vector<std::int32_t>(n * p, 0));
+  auto gathered = buffer(std::vector<std::int32_t>(n * p, -1));
+  auto scattered = buffer(std::vector<std::int32_t>(n, -1));
+  auto cast = buffer(std::vector<std::int32_t>(n, -1));
+  auto reduced = buffer(std::vector<std::int32_t>(n, -1));
+  auto exchanged = buffer(std::vector<std::int32_t>(n * p, -1));
+  for (int t = 0; t < k; ++t) {
+    SCOPED_TRACE("round " + std::to_string(t));
+    upload(small, mine(t, n));
+    upload(wide, mine(t, n * p));
+    upload(reduced, std::vector<std::int32_t>(n, -1));
+    ASSERT_TRUE(w->all_gather(small, gathered).get());
+    ASSERT_TRUE(w->reduce_scatter(wide, scattered).get());
+    ASSERT_TRUE(w->broadcast(small, cast, root).get());
+    ASSERT_TRUE(w->reduce(small, reduced, reduce_op::sum, 0).get());
+    ASSERT_TRUE(w->all_to_all(wide, exchanged).get());
+    const auto g = read(gathered);
+    const auto s = read(scattered);
+    const auto c = read(cast);
+    const auto rd = read(reduced);
+    const auto x = read(exchanged);
+    for (std::size_t j = 0; j < n; ++j) {
+      std::int32_t scatter_sum = 0;
+      std::int32_t reduce_sum = 0;
+      for (int r = 0; r < size_; ++r) {
+        const auto rr = static_cast<std::size_t>(r);
+        ASSERT_EQ(g[rr * n + j], v(r, t, j)) << "all_gather, from rank " << r << ", element " << j;
+        ASSERT_EQ(x[rr * n + j], v(r, t, static_cast<std::size_t>(rank_) * n + j))
+            << "all_to_all, from rank " << r << ", element " << j;
+        scatter_sum += v(r, t, static_cast<std::size_t>(rank_) * n + j);
+        reduce_sum += v(r, t, j);
+      }
+      ASSERT_EQ(s[j], scatter_sum) << "reduce_scatter, element " << j;
+      ASSERT_EQ(c[j], v(root, t, j)) << "broadcast, element " << j;
+      ASSERT_EQ(rd[j], rank_ == 0 ? reduce_sum : -1) << "reduce, element " << j;
+    }
+  }
+  if (!graphs_on(*w)) GTEST_SKIP() << "values checked; no CUDA graphs on this backend";
+  const auto st = w->stats();
+  EXPECT_EQ(st.graph_votes, 5u * k);
+  EXPECT_EQ(st.graph_captures, 5u);
+  EXPECT_EQ(st.graph_launches, 5u * (k - 2));
+}
+
+TEST_F(WorldGraphs, RanksThatAlternateBuffersDifferentlyStayCorrect) {
+  // Rank 0 always reduces buffer a; the other ranks take turns between a and b. No rank may
+  // launch a graph its peers do not launch with it (NCCL would hang or mix up the calls).
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 12;
+  constexpr std::size_t n = 8;
+  auto a = buffer(std::vector<std::int32_t>(n, 0));
+  auto b = buffer(std::vector<std::int32_t>(n, 0));
+  for (int t = 0; t < k; ++t) {
+    auto& use = rank_ == 0 || t % 2 == 0 ? a : b;
+    upload(use, mine(t, n));
+    ASSERT_TRUE(w->all_reduce(use).get());
+    std::vector<std::int32_t> expected(n, 0);
+    for (int r = 0; r < size_; ++r) {
+      for (std::size_t j = 0; j < n; ++j) expected[j] += v(r, t, j);
+    }
+    ASSERT_EQ(read(use), expected) << "round " << t;
+  }
+  if (!graphs_on(*w)) GTEST_SKIP() << "values checked; no CUDA graphs on this backend";
+  const auto s = w->stats();
+  EXPECT_EQ(s.graph_votes, static_cast<std::uint64_t>(k));
+  // Alone, rank 0 repeats one buffer; with others, the ranks never hold one capture for all.
+  EXPECT_EQ(s.graph_launches, size_ == 1 ? static_cast<std::uint64_t>(k - 2) : 0u);
+}
+
+TEST_F(WorldGraphs, BuffersThatNeverRepeatStopBeingVotedOn) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 40;
+  for (int t = 0; t < k; ++t) {
+    auto fresh = buffer(mine(t, 4));
+    ASSERT_TRUE(w->all_reduce(fresh).get());
+    std::vector<std::int32_t> expected(4, 0);
+    for (int r = 0; r < size_; ++r) {
+      for (std::size_t j = 0; j < 4; ++j) expected[j] += v(r, t, j);
+    }
+    ASSERT_EQ(read(fresh), expected) << "round " << t;
+  }
+  if (!graphs_on(*w)) GTEST_SKIP() << "values checked; no CUDA graphs on this backend";
+  const auto s = w->stats();
+  EXPECT_EQ(s.graph_votes, 16u);  // 16 votes that launch nothing; the next 64 of the shape skip
+  EXPECT_EQ(s.graph_captures, 0u);
+  EXPECT_EQ(s.graph_launches, 0u);
+}
+
+TEST_F(WorldGraphs, GraphsOffByEnvironmentMeansNoVotes) {
+  if (std::getenv("ATOMR_NCCL_GRAPHS") != nullptr) GTEST_SKIP() << "ATOMR_NCCL_GRAPHS is set";
+  ASSERT_EQ(::setenv("ATOMR_NCCL_GRAPHS", "0", 1), 0);
+  auto w = make_world();
+  ::unsetenv("ATOMR_NCCL_GRAPHS");
+  ASSERT_TRUE(w);
+  auto b = buffer(std::vector<std::int32_t>(4, rank_));
+  for (int t = 0; t < 5; ++t) ASSERT_TRUE(w->all_reduce(b, reduce_op::max).get());
+  EXPECT_EQ(read(b), std::vector<std::int32_t>(4, size_ - 1));
+  EXPECT_EQ(w->stats().graph_votes, 0u);
+}
+
+TEST_F(WorldGraphs, ABadGraphSettingFailsWorldCreation) {
+  if (std::getenv("ATOMR_NCCL_GRAPHS") != nullptr) GTEST_SKIP() << "ATOMR_NCCL_GRAPHS is set";
+  ASSERT_EQ(::setenv("ATOMR_NCCL_GRAPHS", "2", 1), 0);
+  auto w = cluster::world::create(MPI_COMM_WORLD, {dev_}, {});
+  ::unsetenv("ATOMR_NCCL_GRAPHS");
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error_value().message().find("ATOMR_NCCL_GRAPHS must be 0 or 1"), std::string::npos) << w.error_value();
+}
+
+}  // namespace
+}  // namespace atomr

@@ -210,15 +210,29 @@ class world_engine {
   // CUDA graphs (comm_backend::graph_limit). A request the backend could replay as a graph waits
   // at the head of the queue for a vote: every rank says which capture it holds for the request's
   // buffers, whether it issued them before, and how many requests it would issue in one group
-  // from the head (one MPI_Iallreduce of four numbers). Then all ranks issue the shortest group
-  // proposed, or, alone, launch the capture they all hold, capture a new one together when every
-  // rank issued these buffers before, or issue as usual.
+  // from the head (one MPI_Iallreduce). Then all ranks issue the shortest group proposed, or,
+  // alone, launch the capture they all hold, capture a new one together when every rank issued
+  // these buffers before, or issue as usual. One vote also decides the requests queued behind the
+  // head that every rank will issue alone (a run, up to k_graph_run_most): back to back, a vote
+  // per request cost more than NCCL's host path saves.
+  static constexpr std::size_t k_graph_run_most = 32;
   struct graph_vote {
-    // Reduced with MPI_MAX: the highest capture held, minus the lowest, 1 if a rank has not
-    // issued the request's buffers before, and minus the shortest group.
-    std::int64_t value[4] = {};
+    // Reduced with MPI_MAX. [0..3]: for the head, the highest capture held, minus the lowest, 1 if
+    // a rank has not issued the request's buffers before, and minus the shortest group; [4]:
+    // minus the shortest run; then three numbers (as [0..2]) for each request of the run after
+    // the head.
+    std::int64_t value[5 + 3 * (k_graph_run_most - 1)] = {};
     MPI_Request request = MPI_REQUEST_NULL;
   };
+  // Decisions a vote made for requests behind its head, in order, until each reaches the head.
+  struct graph_decision {
+    std::uint64_t seq;
+    detail::comm_backend::graph_step step;
+    std::uint64_t id;
+  };
+  std::deque<graph_decision> graph_planned_;
+  // How many requests from the head this rank will issue alone, each in turn (the head counts).
+  std::size_t graph_run_local() const;
   std::unique_ptr<graph_vote> graph_vote_;
   std::optional<std::pair<detail::comm_backend::graph_step, std::uint64_t>> graph_decided_;
   bool graph_voted_ = false;  // the next issue_batch is the outcome of a vote

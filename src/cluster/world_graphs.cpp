@@ -42,6 +42,25 @@ world_engine::graph_pace& world_engine::pace_of(const coll_request& r) {
   return graph_paces_[shape];
 }
 
+std::size_t world_engine::graph_run_local() const {
+  // The agreed plan (planned_, which starts at the request behind the head) issues a packable
+  // request alone where it cuts before and after it. Other requests are issued alone where they
+  // neither pack nor came with a submit_all call (which may group them). (graph_shape leaves out
+  // sends and receives.)
+  std::size_t run = 1;
+  for (std::size_t i = 1; i < queue_.size() && run < k_graph_run_most; ++i) {
+    const auto& r = *queue_[i];
+    if (!graph_shape(r)) break;
+    if (i - 1 < planned_.size()) {
+      if (!packable(r) || planned_[i - 1] != 1 || (i < planned_.size() && planned_[i] != 1)) break;
+    } else if (packable(r) || r.together != 0) {
+      break;
+    }
+    ++run;
+  }
+  return run;
+}
+
 bool world_engine::graph_vote_first(std::size_t& n) {
   if (graph_voted_) {
     graph_voted_ = false;
@@ -49,6 +68,20 @@ bool world_engine::graph_vote_first(std::size_t& n) {
   }
   if (queue_.empty() || !graph_shape(*queue_.front())) return false;
   const auto& head = *queue_.front();
+  if (!graph_planned_.empty()) {
+    // Decided by the vote of a request before it (every rank issues it alone, as this one does).
+    const auto d = graph_planned_.front();
+    graph_planned_.pop_front();
+    if (d.seq != head.seq || n != 1) {
+      fail_world(
+          error(errc::internal, "a CUDA graph decision for request #" + std::to_string(d.seq) + " met request #" +
+                                    std::to_string(head.seq) + " in a batch of " + std::to_string(n)),
+          &head);
+      return true;
+    }
+    graph_decided_.emplace(d.step, d.id);
+    return false;
+  }
   // A packed batch is one the ranks agreed on already (a plan): no vote, no graph.
   if (packable(head) && n > 1) return false;
   auto& pace = pace_of(head);
@@ -70,10 +103,19 @@ void world_engine::start_graph_vote(std::size_t n) {
   vote->value[1] = -capture;
   vote->value[2] = held.seen ? 0 : 1;
   vote->value[3] = -static_cast<std::int64_t>(n);
+  const auto run = n == 1 ? graph_run_local() : 1;
+  vote->value[4] = -static_cast<std::int64_t>(run);
+  for (std::size_t i = 1; i < run; ++i) {
+    const auto h = backend_->graph_lookup(*queue_[i]);
+    auto* v = vote->value + 5 + 3 * (i - 1);
+    v[0] = static_cast<std::int64_t>(h.capture);
+    v[1] = -v[0];
+    v[2] = h.seen ? 0 : 1;
+  }
   stats_.graph_votes.fetch_add(1, std::memory_order_release);
   if (control_size_ > 1) {
-    auto posted =
-        ATOMR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, vote->value, 4, MPI_INT64_T, MPI_MAX, control_, &vote->request));
+    auto posted = ATOMR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, vote->value, static_cast<int>(std::size(vote->value)),
+                                                 MPI_INT64_T, MPI_MAX, control_, &vote->request));
     if (!posted) return fail_world(posted.error_value().with_context("agreeing on a CUDA graph across ranks"), &head);
     graph_vote_ = std::move(vote);
     return;
@@ -85,27 +127,43 @@ void world_engine::start_graph_vote(std::size_t n) {
 
 void world_engine::finish_graph_vote() {
   const auto vote = std::move(graph_vote_);
-  const auto& head = *queue_.front();
   const auto group = static_cast<std::size_t>(std::max<std::int64_t>(1, -vote->value[3]));
   graph_voted_ = true;
   if (group > 1) return issue_batch(group);  // a group of NCCL calls, as every rank can make it
-  const auto highest = vote->value[0];
-  const auto lowest = -vote->value[1];
-  const bool all_seen = vote->value[2] == 0;
-  auto& pace = pace_of(head);
-  if (highest == lowest && highest > 0) {
-    graph_decided_.emplace(graph_step::launch, static_cast<std::uint64_t>(highest));
+  const auto run = static_cast<std::size_t>(
+      std::clamp<std::int64_t>(-vote->value[4], 1, static_cast<std::int64_t>(k_graph_run_most)));
+  bool launched = false;
+  for (std::size_t i = 0; i < run && i < queue_.size(); ++i) {
+    const auto* v = i == 0 ? vote->value : vote->value + 5 + 3 * (i - 1);
+    const auto highest = v[0];
+    const auto lowest = -v[1];
+    const bool all_seen = v[2] == 0;
+    const auto seq = queue_[i]->seq;
+    graph_decision d{seq, graph_step::eager, 0};
+    if (highest == lowest && highest > 0) {
+      d = {seq, graph_step::launch, static_cast<std::uint64_t>(highest)};
+      launched = true;
+    } else if (all_seen) {
+      // A new capture takes the request's sequence number: the same on every rank, and never
+      // one an earlier capture took.
+      d = {seq, graph_step::capture, seq};
+    }
+    if (i == 0) {
+      graph_decided_.emplace(d.step, d.id);
+    } else {
+      graph_planned_.push_back(d);
+    }
+    // A capture may replace a graph that a later request of the run was to launch: the run ends.
+    if (d.step == graph_step::capture) break;
+  }
+  auto& pace = pace_of(*queue_.front());
+  if (launched) {
     pace.cold = 0;
     pace.backoff = graph_pace{}.backoff;
-  } else {
-    // A new capture takes the request's sequence number: the same on every rank, and never
-    // one an earlier capture took.
-    graph_decided_.emplace(all_seen ? graph_step::capture : graph_step::eager, all_seen ? head.seq : 0);
-    if (++pace.cold >= k_graph_cold) {
-      pace.cold = 0;
-      pace.skip = pace.backoff;
-      pace.backoff = std::min(pace.backoff * 2, k_graph_backoff_most);
-    }
+  } else if (++pace.cold >= k_graph_cold) {
+    pace.cold = 0;
+    pace.skip = pace.backoff;
+    pace.backoff = std::min(pace.backoff * 2, k_graph_backoff_most);
   }
   issue_batch(1);
 }

@@ -131,6 +131,32 @@ TEST_F(WorldGraphs, RanksThatAlternateBuffersDifferentlyStayCorrect) {
   EXPECT_EQ(s.graph_launches, size_ == 1 ? static_cast<std::uint64_t>(k - 2) : 0u);
 }
 
+TEST_F(WorldGraphs, RequestsQueuedBehindAVoteAreDecidedByItAndStayInOrder) {
+  // Submitted one by one without waiting, requests pile up behind the head: one vote decides a
+  // run of them (each rank issues them alone). In-place sums of one buffer: each depends on the
+  // one before, so a request issued out of turn or twice shows in the value. 128 KiB: too large
+  // to pack, small enough for a graph.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 40;
+  constexpr std::size_t n = 32768;
+  auto b = buffer(std::vector<float>(n, static_cast<float>(rank_ + 1)));
+  std::vector<cluster::future<void>> done;
+  for (int t = 0; t < k; ++t) {
+    done.push_back(w->submit({cluster::coll_kind::all_reduce, local::dtype::f32, {}, {b.block()}, {b.block()}}));
+  }
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  float expected = static_cast<float>(size_ * (size_ + 1) / 2);
+  for (int t = 1; t < k; ++t) expected *= static_cast<float>(size_);
+  EXPECT_EQ(read(b), std::vector<float>(n, expected));
+  if (!graphs_on(*w)) GTEST_SKIP() << "values checked; no CUDA graphs on this backend";
+  const auto s = w->stats();
+  EXPECT_LE(s.graph_votes, static_cast<std::uint64_t>(k));
+  // The first vote's run (at most 32) goes as usual, the next vote captures, later ones launch.
+  EXPECT_EQ(s.graph_captures, 1u);
+  EXPECT_GE(s.graph_launches, static_cast<std::uint64_t>(k - 33));
+}
+
 TEST_F(WorldGraphs, BuffersThatNeverRepeatStopBeingVotedOn) {
   auto w = make_world();
   ASSERT_TRUE(w);

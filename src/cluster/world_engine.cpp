@@ -207,6 +207,7 @@ world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backen
                            std::vector<local::device> members, world_options options, std::uint64_t id)
     : control_(control), backend_(std::move(backend)), members_(std::move(members)), options_(options), id_(id) {
   if (MPI_Comm_size(control_, &control_size_) != MPI_SUCCESS) control_size_ = backend_->size();
+  if (MPI_Comm_rank(control_, &control_rank_) != MPI_SUCCESS) control_rank_ = 0;
   for (const auto& m : members_) {
     watches_.push_back(m.state()->watch([this, device = m.index()](std::uint64_t generation) {
       fail_from_outside(
@@ -760,11 +761,12 @@ void world_engine::issue_ready(bool seal_now) {
   } sealed_on_exit{*this, seal_now};
   while (!failure_) {
     if (graph_vote_) {
-      int done = 0;
-      if (auto r = ATOMR_MPI_CHECK(MPI_Test(&graph_vote_->request, &done, MPI_STATUS_IGNORE)); !r) {
-        return fail_world(r.error_value().with_context("agreeing on a CUDA graph across ranks"), queue_.front().get());
+      auto done = graph_vote_->reduction->progress();
+      if (!done) {
+        return fail_world(done.error_value().with_context("agreeing on a CUDA graph across ranks"),
+                          queue_.front().get());
       }
-      if (!done) return;
+      if (!*done) return;
       finish_graph_vote();
       continue;
     }

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "comm_backend.hpp"
+#include "host_allreduce.hpp"
 #include "wait_assist.hpp"
 
 namespace atomr::cluster {
@@ -222,7 +223,9 @@ class world_engine {
     // minus the shortest run; then three numbers (as [0..2]) for each request of the run after
     // the head.
     std::int64_t value[5 + 3 * (k_graph_run_most - 1)] = {};
-    MPI_Request request = MPI_REQUEST_NULL;
+    // By point-to-point recursive doubling (host_allreduce): Open MPI's MPI_Iallreduce took 1-2 us
+    // longer at 2 ranks, on the path of every waited-for request.
+    std::unique_ptr<detail::host_allreduce> reduction;
   };
   // Decisions a vote made for requests behind its head, in order, until each reaches the head.
   struct graph_decision {
@@ -262,6 +265,7 @@ class world_engine {
   // The agreed plan for the requests at the head of queue_: 1 where a request starts a batch.
   std::deque<std::uint8_t> planned_;
   int control_size_ = 1;
+  int control_rank_ = 0;
   std::vector<int> world_ranks_;
   std::chrono::steady_clock::time_point last_probe_{};
   std::chrono::steady_clock::time_point last_health_{};

@@ -1,6 +1,5 @@
 // The world engine's CUDA graph votes (see world_engine.hpp, graph_vote): which requests go
 // through one, and what the ranks do after it.
-#include "atomr/cluster/mpi_check.hpp"
 #include "world_engine.hpp"
 
 namespace atomr::cluster {
@@ -12,6 +11,9 @@ namespace {
 // Votes in a row that launched nothing before a request shape skips votes, and the longest skip.
 constexpr std::uint32_t k_graph_cold = 16;
 constexpr std::uint32_t k_graph_backoff_most = 4096;
+// The vote's messages on the control communicator (host_allreduce::k_tag_span tags from here;
+// one vote is in flight at a time, and failure notices use another tag).
+constexpr int k_graph_vote_tag = 0x475600;
 // Request shapes whose pace is kept; more, and every pace starts over (on every rank alike).
 constexpr std::size_t k_graph_paces_most = 4096;
 
@@ -114,9 +116,9 @@ void world_engine::start_graph_vote(std::size_t n) {
   }
   stats_.graph_votes.fetch_add(1, std::memory_order_release);
   if (control_size_ > 1) {
-    auto posted = ATOMR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, vote->value, static_cast<int>(std::size(vote->value)),
-                                                 MPI_INT64_T, MPI_MAX, control_, &vote->request));
-    if (!posted) return fail_world(posted.error_value().with_context("agreeing on a CUDA graph across ranks"), &head);
+    vote->reduction = std::make_unique<detail::host_allreduce>(control_, control_rank_, control_size_, vote->value,
+                                                               static_cast<int>(std::size(vote->value)), MPI_INT64_T,
+                                                               MPI_MAX, k_graph_vote_tag, sizeof(vote->value));
     graph_vote_ = std::move(vote);
     return;
   }

@@ -153,6 +153,12 @@ class comm_backend {
   }
 };
 
+// For tests: a function world::create passes each backend it makes through (none by default), so
+// that a test can wrap the host backend and drive the engine's paths that only a GPU build takes
+// otherwise (the CUDA graph votes). Set it before creating worlds, from one thread.
+using backend_wrapper = std::unique_ptr<comm_backend> (*)(std::unique_ptr<comm_backend>);
+void set_backend_wrapper(backend_wrapper w);
+
 // Polls a nonblocking MPI request until it completes or `deadline` passes (then a timeout error
 // that names `what`; the request is left to MPI).
 result<void> wait_mpi(MPI_Request& request, clock::time_point deadline, const std::string& what);

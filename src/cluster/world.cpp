@@ -1,6 +1,7 @@
 #include "atomr/cluster/world.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <random>
 
 #include "atomr/cluster/mpi_check.hpp"
@@ -15,6 +16,12 @@ namespace atomr::cluster {
 
 // Rank 0's pick is broadcast: an id every rank of a world shares, different for every world.
 std::uint64_t detail::new_world_id() { return std::uint64_t{std::random_device{}()} << 32 | std::random_device{}(); }
+
+namespace {
+std::atomic<detail::backend_wrapper> wrapper{nullptr};
+}  // namespace
+
+void detail::set_backend_wrapper(backend_wrapper w) { wrapper.store(w, std::memory_order_release); }
 
 namespace {
 using detail::new_world_id;
@@ -144,6 +151,7 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
 #endif
   }
   if (!backend) return fail(backend.error_value());
+  if (auto wrap = wrapper.load(std::memory_order_acquire); wrap != nullptr) backend = wrap(std::move(*backend));
   log::get("cluster")->debug("world of {} ({} backend) up; this rank's first member is {}", (*backend)->size(),
                              to_string(*checked), (*backend)->rank(0));
   auto engine = std::make_shared<world_engine>(control, std::move(backend).value(), std::move(members), options, id);

@@ -744,6 +744,7 @@ void world_engine::settle_merged(exchange& ex) {
 std::optional<bool> world_engine::in_latency_window(std::uint64_t seq) const {
   if (!background_.empty() && background_.front()->mine.head.seq + 2 <= seq) return std::nullopt;
   for (const auto head : lone_heads_) {
+    if (head < window_closed_at_) continue;
     if (head + 2 <= seq && seq < head + 2 + k_latency_window) return true;
   }
   return false;
@@ -799,11 +800,16 @@ bool world_engine::start_issue() {
   // pack (every rank knows which requests came together, so all decide alike). In the window,
   // the first 64 of 1000 small all_reduces submitted together went one NCCL call each (about
   // 10 us apiece on the two-GPU machine), and the rest in one packed call.
-  if (packable(head) && !options_.check && control_size_ > 1 && head.together == 0) {
+  // Where the head goes through a graph vote, though, ranks that submitted it differently (alone
+  // here, with a submit_all call there) must still all take the window, or one rank would vote
+  // while another exchanges offers, and both wait: the vote closes the window instead, for every
+  // rank, when any rank's head came with a submit_all call (see graph_vote).
+  if (packable(head) && !options_.check && control_size_ > 1 && (head.together == 0 || graph_shape(head))) {
     while (!lone_heads_.empty() && lone_heads_.front() + 2 + k_latency_window <= head.seq) lone_heads_.pop_front();
     const auto latency = in_latency_window(head.seq);
     if (!latency) return false;  // an exchange it depends on is still out
     if (*latency) {
+      window_head_ = true;
       issue_batch(1);
       return true;
     }

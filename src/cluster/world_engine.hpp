@@ -220,9 +220,10 @@ class world_engine {
   struct graph_vote {
     // Reduced with MPI_MAX. [0..3]: for the head, the highest capture held, minus the lowest, 1 if
     // a rank has not issued the request's buffers before, and minus the shortest group; [4]:
-    // minus the shortest run; then three numbers (as [0..2]) for each request of the run after
-    // the head.
-    std::int64_t value[5 + 3 * (k_graph_run_most - 1)] = {};
+    // minus the shortest run; [5]: 1 if the head came through the latency window here with a
+    // submit_all call (the window closes); then three numbers (as [0..2]) for each request of
+    // the run after the head.
+    std::int64_t value[6 + 3 * (k_graph_run_most - 1)] = {};
     // By point-to-point recursive doubling (host_allreduce): Open MPI's MPI_Iallreduce took 1-2 us
     // longer at 2 ranks, on the path of every waited-for request.
     std::unique_ptr<detail::host_allreduce> reduction;
@@ -246,7 +247,9 @@ class world_engine {
   // issue_batch's look before issuing `n` requests from the head: true if a vote started instead.
   // (n becomes 1 where the head skips its vote.)
   bool graph_vote_first(std::size_t& n);
-  void start_graph_vote(std::size_t n);
+  void start_graph_vote(std::size_t n, bool window);
+  bool window_head_ = false;            // the head being issued came through the latency window
+  std::uint64_t window_closed_at_ = 0;  // exchanges headed before this request open no window
   void finish_graph_vote();
   // Per request shape: votes in a row that launched nothing. After k_graph_cold of them, the
   // shape skips votes for a while (buffers that never repeat pay for no vote), longer each time;

@@ -1,5 +1,7 @@
 // The world engine's CUDA graph votes (see world_engine.hpp, graph_vote): which requests go
 // through one, and what the ranks do after it.
+#include <utility>
+
 #include "world_engine.hpp"
 
 namespace atomr::cluster {
@@ -64,6 +66,7 @@ std::size_t world_engine::graph_run_local() const {
 }
 
 bool world_engine::graph_vote_first(std::size_t& n) {
+  const bool window = std::exchange(window_head_, false);
   if (graph_voted_) {
     graph_voted_ = false;
     return false;
@@ -86,17 +89,20 @@ bool world_engine::graph_vote_first(std::size_t& n) {
   }
   // A packed batch is one the ranks agreed on already (a plan): no vote, no graph.
   if (packable(head) && n > 1) return false;
+  // (A head the latency window issues alone and that skips its vote leaves the window open: a
+  // submit_all call met there then issues up to 64 requests alone before packing resumes, on
+  // every rank alike.)
   auto& pace = pace_of(head);
   if (pace.skip > 0) {
     --pace.skip;
     n = 1;
     return false;
   }
-  start_graph_vote(n);
+  start_graph_vote(n, window);
   return true;
 }
 
-void world_engine::start_graph_vote(std::size_t n) {
+void world_engine::start_graph_vote(std::size_t n, bool window) {
   auto& head = *queue_.front();
   const auto held = backend_->graph_lookup(head);
   auto vote = std::make_unique<graph_vote>();
@@ -107,9 +113,10 @@ void world_engine::start_graph_vote(std::size_t n) {
   vote->value[3] = -static_cast<std::int64_t>(n);
   const auto run = n == 1 ? graph_run_local() : 1;
   vote->value[4] = -static_cast<std::int64_t>(run);
+  vote->value[5] = window && head.together != 0 ? 1 : 0;
   for (std::size_t i = 1; i < run; ++i) {
     const auto h = backend_->graph_lookup(*queue_[i]);
-    auto* v = vote->value + 5 + 3 * (i - 1);
+    auto* v = vote->value + 6 + 3 * (i - 1);
     v[0] = static_cast<std::int64_t>(h.capture);
     v[1] = -v[0];
     v[2] = h.seen ? 0 : 1;
@@ -129,6 +136,9 @@ void world_engine::start_graph_vote(std::size_t n) {
 
 void world_engine::finish_graph_vote() {
   const auto vote = std::move(graph_vote_);
+  // A submit_all call met the latency window on some rank: its requests pack, so the window
+  // closes on every rank (the exchanges before this request open none).
+  if (vote->value[5] != 0) window_closed_at_ = std::max(window_closed_at_, queue_.front()->seq + 1);
   const auto group = static_cast<std::size_t>(std::max<std::int64_t>(1, -vote->value[3]));
   graph_voted_ = true;
   if (group > 1) return issue_batch(group);  // a group of NCCL calls, as every rank can make it
@@ -136,7 +146,7 @@ void world_engine::finish_graph_vote() {
       std::clamp<std::int64_t>(-vote->value[4], 1, static_cast<std::int64_t>(k_graph_run_most)));
   bool launched = false;
   for (std::size_t i = 0; i < run && i < queue_.size(); ++i) {
-    const auto* v = i == 0 ? vote->value : vote->value + 5 + 3 * (i - 1);
+    const auto* v = i == 0 ? vote->value : vote->value + 6 + 3 * (i - 1);
     const auto highest = v[0];
     const auto lowest = -v[1];
     const bool all_seen = v[2] == 0;

@@ -1,0 +1,294 @@
+// The world engine's CUDA graph votes, driven over the host backend: a wrapper (set with
+// detail::set_backend_wrapper) says it can replay requests as graphs, keeps captures the way the
+// NCCL backend does, refuses a launch of a capture it does not hold, and logs every decision. The
+// requests still run on the host backend, so every value is checked, and each rank's log of
+// decisions must equal rank 0's: NCCL hangs or mixes calls up where ranks use graphs unalike.
+// (tests/gpu/test_world_graphs.cpp runs the same paths on NCCL and real graphs.)
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "comm_backend.hpp"
+#include "world_fixture.hpp"
+
+namespace atomr {
+namespace {
+
+using cluster::coll_kind;
+using cluster::reduce_op;
+using cluster::detail::coll_request;
+using cluster::detail::comm_backend;
+using cluster::detail::member_waits;
+using graph_step = comm_backend::graph_step;
+
+// Every decision of this process, in order: sequence number, step (0 eager, 1 capture, 2 launch)
+// and capture id; a request issued without a vote is logged with step 3.
+std::mutex log_mutex;
+std::vector<std::uint64_t> decisions;
+void note(std::uint64_t seq, std::uint64_t step, std::uint64_t id) {
+  std::lock_guard lock(log_mutex);
+  decisions.insert(decisions.end(), {seq, step, id});
+}
+
+class graph_emulation final : public comm_backend {
+ public:
+  explicit graph_emulation(std::unique_ptr<comm_backend> inner) : inner_(std::move(inner)) {}
+
+  cluster::world_backend kind() const override { return inner_->kind(); }
+  int size() const override { return inner_->size(); }
+  int rank(std::size_t m) const override { return inner_->rank(m); }
+  std::size_t members() const override { return inner_->members(); }
+  const void* origin(std::size_t m) const override { return inner_->origin(m); }
+  result<void> issue(coll_request& r, const member_waits& w) override {
+    note(r.seq, 3, 0);
+    return inner_->issue(r, w);
+  }
+  result<void> issue_packed(std::span<coll_request* const> b, const member_waits& w) override {
+    return inner_->issue_packed(b, w);
+  }
+  result<void> issue_group(std::span<coll_request* const> b, const member_waits& w) override {
+    return inner_->issue_group(b, w);
+  }
+  bool stream_ordered() const override { return inner_->stream_ordered(); }
+  result<void> seal(std::span<coll_request* const> issued) override { return inner_->seal(issued); }
+  result<bool> finish_if_idle(std::span<coll_request* const> u) override { return inner_->finish_if_idle(u); }
+  const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const override { return inner_->events(r); }
+  result<bool> test(coll_request& r) override { return inner_->test(r); }
+  std::optional<error> async_error() override { return inner_->async_error(); }
+  void abort() override { inner_->abort(); }
+  result<std::unique_ptr<comm_backend>> split(int color, int key, cluster::detail::clock::time_point d) override {
+    return inner_->split(color, key, d);
+  }
+
+  std::size_t graph_limit() const override { return 1 << 20; }
+  graph_holding graph_lookup(const coll_request& r) override {
+    const auto k = key_of(r);
+    const auto it = captures_.find(k);
+    const std::uint64_t capture = it == captures_.end() ? 0 : it->second;
+    return {capture, capture != 0 || seen_.contains(k)};
+  }
+  result<void> issue_graph(coll_request& r, const member_waits& w, graph_step step, std::uint64_t id) override {
+    note(r.seq, static_cast<std::uint64_t>(step), id);
+    const auto k = key_of(r);
+    switch (step) {
+      case graph_step::eager: seen_.insert(k); break;
+      case graph_step::capture: captures_[k] = id; break;
+      case graph_step::launch: {
+        const auto it = captures_.find(k);
+        if (it == captures_.end() || it->second != id) {
+          return error(errc::internal, "launch of capture " + std::to_string(id) + ", which this rank does not hold");
+        }
+        break;
+      }
+    }
+    return inner_->issue(r, w);
+  }
+
+ private:
+  using request_key = std::vector<std::uint64_t>;
+  static request_key key_of(const coll_request& r) {
+    return {static_cast<std::uint64_t>(r.spec.kind),
+            static_cast<std::uint64_t>(r.spec.type),
+            static_cast<std::uint64_t>(r.spec.params.op),
+            static_cast<std::uint64_t>(r.spec.params.root),
+            r.count,
+            r.spec.send.empty() ? 0 : r.spec.send[0]->id,
+            r.spec.recv.empty() ? 0 : r.spec.recv[0]->id};
+  }
+  std::unique_ptr<comm_backend> inner_;
+  std::map<request_key, std::uint64_t> captures_;
+  std::set<request_key> seen_;
+};
+
+std::unique_ptr<comm_backend> emulate_graphs(std::unique_ptr<comm_backend> inner) {
+  return std::make_unique<graph_emulation>(std::move(inner));
+}
+
+class GraphVotes : public testing::world_fixture {
+ protected:
+  void SetUp() override {
+    world_fixture::SetUp();
+    cluster::detail::set_backend_wrapper(&emulate_graphs);
+    std::lock_guard lock(log_mutex);
+    decisions.clear();
+  }
+  void TearDown() override { cluster::detail::set_backend_wrapper(nullptr); }
+
+  // This rank's decisions equal rank 0's, decision by decision.
+  void expect_decided_alike() {
+    std::vector<std::uint64_t> mine;
+    {
+      std::lock_guard lock(log_mutex);
+      mine = decisions;
+    }
+    int n = static_cast<int>(mine.size());
+    int most = 0;
+    int least = 0;
+    MPI_Allreduce(&n, &most, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&n, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    ASSERT_EQ(most, least) << "ranks logged different numbers of decisions";
+    std::vector<std::uint64_t> first = mine;
+    MPI_Bcast(first.data(), n, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    EXPECT_EQ(mine, first);
+  }
+  static std::int32_t v(int r, int t, std::size_t j) { return 1000 * t + 100 * r + static_cast<std::int32_t>(j); }
+  std::vector<std::int32_t> mine(int t, std::size_t n) const {
+    std::vector<std::int32_t> out(n);
+    for (std::size_t j = 0; j < n; ++j) out[j] = v(rank_, t, j);
+    return out;
+  }
+  std::vector<std::int32_t> summed(int t, std::size_t n) const {
+    std::vector<std::int32_t> out(n, 0);
+    for (int r = 0; r < size_; ++r) {
+      for (std::size_t j = 0; j < n; ++j) out[j] += v(r, t, j);
+    }
+    return out;
+  }
+};
+
+TEST_F(GraphVotes, ARepeatedRequestGoesAsUsualThenIsCapturedThenLaunched) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 10;
+  auto send = buffer(std::vector<std::int32_t>(16, 0));
+  auto recv = buffer(std::vector<std::int32_t>(16, -1));
+  for (int t = 0; t < k; ++t) {
+    ASSERT_TRUE(dev_.upload(send, std::span<const std::int32_t>(mine(t, 16))).get());
+    ASSERT_TRUE(w->all_reduce(send, recv).get());
+    ASSERT_EQ(read(recv), summed(t, 16)) << "round " << t;
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.graph_votes, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.graph_captures, 1u);
+  EXPECT_EQ(s.graph_launches, static_cast<std::uint64_t>(k - 2));
+  expect_decided_alike();
+}
+
+TEST_F(GraphVotes, RanksThatAlternateBuffersDifferentlyNeverLaunch) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 12;
+  auto a = buffer(std::vector<std::int32_t>(8, 0));
+  auto b = buffer(std::vector<std::int32_t>(8, 0));
+  for (int t = 0; t < k; ++t) {
+    auto& use = rank_ == 0 || t % 2 == 0 ? a : b;
+    ASSERT_TRUE(dev_.upload(use, std::span<const std::int32_t>(mine(t, 8))).get());
+    ASSERT_TRUE(w->all_reduce(use).get());
+    ASSERT_EQ(read(use), summed(t, 8)) << "round " << t;
+  }
+  EXPECT_EQ(w->stats().graph_launches, size_ == 1 ? static_cast<std::uint64_t>(k - 2) : 0u);
+  expect_decided_alike();
+}
+
+TEST_F(GraphVotes, OneVoteDecidesARunOfQueuedRequestsInOrder) {
+  // In-place sums of one buffer too large to pack (128 KiB), submitted without waiting: each
+  // depends on the one before.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 40;
+  constexpr std::size_t n = 32768;
+  auto b = buffer(std::vector<float>(n, static_cast<float>(rank_ + 1)));
+  std::vector<cluster::future<void>> done;
+  for (int t = 0; t < k; ++t) {
+    done.push_back(w->submit({coll_kind::all_reduce, local::dtype::f32, {}, {b.block()}, {b.block()}}));
+  }
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  float expected = static_cast<float>(size_ * (size_ + 1) / 2);
+  for (int t = 1; t < k; ++t) expected *= static_cast<float>(size_);
+  EXPECT_EQ(read(b), std::vector<float>(n, expected));
+  const auto s = w->stats();
+  EXPECT_LE(s.graph_votes, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.graph_captures, 1u);
+  EXPECT_GE(s.graph_launches, static_cast<std::uint64_t>(k - 33));
+  expect_decided_alike();
+}
+
+TEST_F(GraphVotes, RanksThatQueueDifferentlyDecideAlike) {
+  // Even ranks submit one request at a time, odd ranks all in one submit_all call, so their
+  // queues, plans and groups are made up differently: small all_reduces (which pack), all_gathers
+  // (which group) and large all_reduces, each kind on a few buffers used again and again.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  const auto p = static_cast<std::size_t>(size_);
+  constexpr int rounds = 6;
+  std::vector<local::gpu_ref<std::int32_t>> small, gather_in, gather_out, large;
+  for (int i = 0; i < 3; ++i) {
+    small.push_back(buffer(std::vector<std::int32_t>(64, rank_ + 1)));
+    gather_in.push_back(buffer(std::vector<std::int32_t>(8, rank_ * 10 + i)));
+    gather_out.push_back(buffer(std::vector<std::int32_t>(8 * p, -1)));
+    large.push_back(buffer(std::vector<std::int32_t>(40000, 1)));
+  }
+  std::vector<cluster::coll_spec> specs;
+  for (int t = 0; t < rounds; ++t) {
+    for (std::size_t i = 0; i < 3; ++i) {
+      specs.push_back(
+          {coll_kind::all_reduce, local::dtype::i32, {reduce_op::max}, {small[i].block()}, {small[i].block()}});
+      specs.push_back({coll_kind::all_gather, local::dtype::i32, {}, {gather_in[i].block()}, {gather_out[i].block()}});
+      specs.push_back(
+          {coll_kind::all_reduce, local::dtype::i32, {reduce_op::max}, {large[i].block()}, {large[i].block()}});
+    }
+  }
+  const auto total = specs.size();
+  std::vector<cluster::future<void>> done;
+  if (rank_ % 2 == 0) {
+    for (auto& spec : specs) done.push_back(w->submit(std::move(spec)));
+  } else {
+    done = w->submit_all(std::move(specs));
+  }
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(read(small[i]), std::vector<std::int32_t>(64, size_)) << "buffer " << i;
+    EXPECT_EQ(read(large[i]), std::vector<std::int32_t>(40000, 1)) << "buffer " << i;
+    const auto g = read(gather_out[i]);
+    for (std::size_t r = 0; r < p; ++r) {
+      EXPECT_EQ(std::vector<std::int32_t>(g.begin() + static_cast<std::ptrdiff_t>(r * 8),
+                                          g.begin() + static_cast<std::ptrdiff_t>((r + 1) * 8)),
+                std::vector<std::int32_t>(8, static_cast<std::int32_t>(r) * 10 + static_cast<std::int32_t>(i)))
+          << "buffer " << i << ", from rank " << r;
+    }
+  }
+  EXPECT_EQ(w->stats().requests, static_cast<std::uint64_t>(total));
+  expect_decided_alike();
+}
+
+TEST_F(GraphVotes, CollectivesSubmittedTogetherStillGoInOneGroup) {
+  // The vote also settles the group: four all_gathers on distinct buffers, one call.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  const auto p = static_cast<std::size_t>(size_);
+  std::vector<local::gpu_ref<std::int32_t>> in, out;
+  std::vector<cluster::coll_spec> specs;
+  for (int i = 0; i < 4; ++i) {
+    in.push_back(buffer(std::vector<std::int32_t>(4, rank_ + i)));
+    out.push_back(buffer(std::vector<std::int32_t>(4 * p, -1)));
+    specs.push_back({coll_kind::all_gather, local::dtype::i32, {}, {in.back().block()}, {out.back().block()}});
+  }
+  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto g = read(out[i]);
+    for (std::size_t r = 0; r < p; ++r) EXPECT_EQ(g[r * 4], static_cast<std::int32_t>(r + i)) << i << " " << r;
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.graph_votes, 1u);
+  EXPECT_EQ(s.grouped, 4u);
+  EXPECT_EQ(s.issues, 1u);
+  expect_decided_alike();
+}
+
+TEST_F(GraphVotes, BuffersThatNeverRepeatStopBeingVotedOn) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 40;
+  for (int t = 0; t < k; ++t) {
+    auto fresh = buffer(mine(t, 4));
+    ASSERT_TRUE(w->all_reduce(fresh).get());
+    ASSERT_EQ(read(fresh), summed(t, 4)) << "round " << t;
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.graph_votes, 16u);  // 16 votes that launch nothing; the next 64 of the shape skip
+  EXPECT_EQ(s.graph_launches, 0u);
+  expect_decided_alike();
+}
+
+}  // namespace
+}  // namespace atomr

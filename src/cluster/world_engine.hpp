@@ -211,11 +211,11 @@ class world_engine {
   // CUDA graphs (comm_backend::graph_limit). A request the backend could replay as a graph waits
   // at the head of the queue for a vote: every rank says which capture it holds for the request's
   // buffers, whether it issued them before, and how many requests it would issue in one group
-  // from the head (one MPI_Iallreduce). Then all ranks issue the shortest group proposed, or,
-  // alone, launch the capture they all hold, capture a new one together when every rank issued
-  // these buffers before, or issue as usual. One vote also decides the requests queued behind the
-  // head that every rank will issue alone (a run, up to k_graph_run_most): back to back, a vote
-  // per request cost more than NCCL's host path saves.
+  // from the head (one all_reduce of these numbers, see graph_vote). Then all ranks issue the
+  // shortest group proposed, or, alone, launch the capture they all hold, capture a new one
+  // together when every rank issued these buffers before, or issue as usual. One vote also
+  // decides the requests queued behind the head that every rank will issue alone (a run, up to
+  // k_graph_run_most): back to back, a vote per request cost more than NCCL's host path saves.
   static constexpr std::size_t k_graph_run_most = 32;
   struct graph_vote {
     // Reduced with MPI_MAX. [0..3]: for the head, the highest capture held, minus the lowest, 1 if

@@ -137,8 +137,12 @@ void world_engine::start_graph_vote(std::size_t n, bool window) {
 void world_engine::finish_graph_vote() {
   const auto vote = std::move(graph_vote_);
   // A submit_all call met the latency window on some rank: its requests pack, so the window
-  // closes on every rank (the exchanges before this request open none).
-  if (vote->value[5] != 0) window_closed_at_ = std::max(window_closed_at_, queue_.front()->seq + 1);
+  // closes on every rank (the exchanges before this request open none), and the head goes back
+  // to planning (on every rank alike): issued alone here, it split the call's pack in two.
+  if (vote->value[5] != 0) {
+    window_closed_at_ = std::max(window_closed_at_, queue_.front()->seq + 1);
+    return;
+  }
   const auto group = static_cast<std::size_t>(std::max<std::int64_t>(1, -vote->value[3]));
   graph_voted_ = true;
   if (group > 1) return issue_batch(group);  // a group of NCCL calls, as every rank can make it

@@ -275,6 +275,48 @@ TEST_F(GraphVotes, CollectivesSubmittedTogetherStillGoInOneGroup) {
   expect_decided_alike();
 }
 
+// Lone small all_reduces, each waited for, open the latency window (lone requests skip the
+// packing exchange). A submit_all call met there still packs whole: its head goes through a vote
+// (ranks that submitted it differently must all take the window alike), which closes the window
+// and sends the head back to planning (GPU call 1 of the seventeenth session: the head was
+// issued alone and the call went in two issues).
+TEST_F(GraphVotes, ASubmitAllCallMetInTheLatencyWindowStillPacksWhole) {
+  for (const bool mixed : {false, true}) {
+    auto w = make_world();
+    ASSERT_TRUE(w);
+    auto one = buffer(std::vector<std::int32_t>(4, 1));
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(w->all_reduce(one).get());
+    const auto before = w->stats();
+    constexpr int k = 100;
+    std::vector<local::gpu_ref<std::int32_t>> bufs;
+    std::vector<cluster::coll_spec> specs;
+    for (int i = 0; i < k; ++i) {
+      bufs.push_back(buffer(mine(i, 64)));
+      specs.push_back({coll_kind::all_reduce, local::dtype::i32, {}, {bufs.back().block()}, {bufs.back().block()}});
+    }
+    std::vector<cluster::future<void>> done;
+    if (mixed && rank_ % 2 == 1) {
+      for (auto& spec : specs) done.push_back(w->submit(std::move(spec)));
+    } else {
+      done = w->submit_all(std::move(specs));
+    }
+    for (auto& f : done) ASSERT_TRUE(f.get());
+    for (int i = 0; i < k; ++i) {
+      ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), summed(i, 64)) << "buffer " << i << (mixed ? ", mixed" : "");
+    }
+    const auto s = w->stats();
+    if (size_ > 1 && !mixed) {
+      EXPECT_EQ(s.packed - before.packed, static_cast<std::uint64_t>(k));
+      EXPECT_EQ(s.issues - before.issues, 1u);
+    }
+    ASSERT_TRUE(w->all_reduce(one).get());
+    std::int32_t expected = 1;
+    for (int i = 0; i < 5; ++i) expected *= size_;
+    EXPECT_EQ(read(one), std::vector<std::int32_t>(4, expected)) << (mixed ? "mixed" : "");
+    expect_decided_alike();
+  }
+}
+
 TEST_F(GraphVotes, BuffersThatNeverRepeatStopBeingVotedOn) {
   auto w = make_world();
   ASSERT_TRUE(w);

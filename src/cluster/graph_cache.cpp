@@ -2,18 +2,48 @@
 
 #include <algorithm>
 
+#include "atomr/common/log.hpp"
 #include "atomr/local/cuda_check.hpp"
 
 namespace atomr::cluster::detail {
 
-graph_cache::key graph_cache::key_of(const coll_spec& spec, std::size_t count, std::size_t member) {
+namespace {
+// "3 nodes: 1 kernel, 2 host" (at debug level, once per capture: what a launch replays).
+std::string describe_nodes(cudaGraph_t graph) {
+  std::size_t n = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &n) != cudaSuccess) return "nodes unknown";
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n > 0 && cudaGraphGetNodes(graph, nodes.data(), &n) != cudaSuccess) return "nodes unknown";
+  std::size_t kernel = 0, host = 0, memory = 0, event = 0, other = 0;
+  for (auto node : nodes) {
+    cudaGraphNodeType t{};
+    if (cudaGraphNodeGetType(node, &t) != cudaSuccess) t = cudaGraphNodeTypeCount;
+    switch (t) {
+      case cudaGraphNodeTypeKernel: ++kernel; break;
+      case cudaGraphNodeTypeHost: ++host; break;
+      case cudaGraphNodeTypeMemcpy:
+      case cudaGraphNodeTypeMemset: ++memory; break;
+      case cudaGraphNodeTypeEventRecord:
+      case cudaGraphNodeTypeWaitEvent: ++event; break;
+      default: ++other; break;
+    }
+  }
+  return fmt::format("{} nodes: {} kernel, {} host, {} copy or set, {} event, {} other", n, kernel, host, memory,
+                     event, other);
+}
+}  // namespace
+
+graph_cache::key graph_cache::key_of(const coll_spec& spec, std::size_t count) {
   key k;
-  k.v[0] = static_cast<std::uint64_t>(spec.kind) | static_cast<std::uint64_t>(spec.type) << 8 |
-           static_cast<std::uint64_t>(spec.params.op) << 16 |
-           static_cast<std::uint64_t>(static_cast<std::uint32_t>(spec.params.root)) << 32;
-  k.v[1] = count;
-  k.v[2] = member < spec.send.size() ? spec.send[member]->id : 0;
-  k.v[3] = member < spec.recv.size() ? spec.recv[member]->id : 0;
+  k.v.push_back(static_cast<std::uint64_t>(spec.kind) | static_cast<std::uint64_t>(spec.type) << 8 |
+                static_cast<std::uint64_t>(spec.params.op) << 16 |
+                static_cast<std::uint64_t>(static_cast<std::uint32_t>(spec.params.root)) << 32);
+  k.v.push_back(count);
+  // (Send and recv lists are each empty or one block per member; the lengths keep "no send
+  // buffer" apart from a block id.)
+  k.v.push_back(spec.send.size() << 32 | spec.recv.size());
+  for (const auto& b : spec.send) k.v.push_back(b->id);
+  for (const auto& b : spec.recv) k.v.push_back(b->id);
   return k;
 }
 
@@ -42,57 +72,92 @@ void graph_cache::note_issued(const key& k) {
   }
 }
 
-result<void> graph_cache::capture_and_launch(const key& k, std::uint64_t id, cudaStream_t stream,
+result<void> graph_cache::capture_and_launch(const key& k, std::uint64_t id, std::span<const cudaStream_t> streams,
+                                             std::span<const int> devices,
                                              std::vector<std::shared_ptr<local::buffer_block>> blocks,
                                              const std::function<result<void>()>& enqueue) {
   // Thread-local mode: other threads of the process (device actors, the program) may allocate
-  // meanwhile; only this thread's unsafe calls would break the capture.
-  ATOMR_TRY(ATOMR_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal)));
-  auto enqueued = enqueue();
-  cudaGraph_t graph = nullptr;
-  auto ended = ATOMR_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec = nullptr;
-  result<void> made = !enqueued ? std::move(enqueued) : std::move(ended);
-  if (made) made = ATOMR_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  if (graph != nullptr) (void)cudaGraphDestroy(graph);  // (the executable graph keeps what it needs)
-  ATOMR_TRY(made);
+  // meanwhile; only this thread's unsafe calls would break the capture. Every member's stream is
+  // captured on its own; NCCL's group enqueues each member's work on its stream.
+  entry e;
+  e.k = k;
+  e.capture = id;
+  std::size_t begun = 0;
+  result<void> made = ok();
+  for (; begun < streams.size() && made; ++begun) {
+    made = ATOMR_CUDA_CHECK(cudaSetDevice(devices[begun]));
+    if (made) made = ATOMR_CUDA_CHECK(cudaStreamBeginCapture(streams[begun], cudaStreamCaptureModeThreadLocal));
+    if (!made) break;
+  }
+  if (made) made = enqueue();
+  // Every capture begun ends, whatever failed (a stream left capturing would fail all later work).
+  for (std::size_t i = 0; i < begun; ++i) {
+    cudaGraph_t graph = nullptr;
+    auto ended = ATOMR_CUDA_CHECK(cudaSetDevice(devices[i]));
+    if (ended) ended = ATOMR_CUDA_CHECK(cudaStreamEndCapture(streams[i], &graph));
+    if (made && !ended) made = std::move(ended);
+    cudaGraphExec_t exec = nullptr;
+    if (made) {
+      if (const auto lg = log::get("cluster"); lg->should_log(spdlog::level::debug)) {
+        lg->debug("CUDA graph of capture {} on member {}: {}", id, i, describe_nodes(graph));
+      }
+      made = ATOMR_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    }
+    if (exec != nullptr) e.execs.push_back(exec);
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);  // (the executable graph keeps what it needs)
+  }
+  if (!made) {
+    destroy(e);
+    return made;
+  }
   std::lock_guard lock(mutex_);
   if (closed_) {
-    (void)cudaGraphExecDestroy(exec);
+    destroy(e);
     return error(errc::aborted, "the NCCL communicator was aborted during a graph capture");
   }
-  auto found = std::find_if(entries_.begin(), entries_.end(), [&](const entry& e) { return e.k == k; });
+  auto found = std::find_if(entries_.begin(), entries_.end(), [&](const entry& x) { return x.k == k; });
   if (found == entries_.end() && entries_.size() >= k_graphs_most) {
     found = std::min_element(entries_.begin(), entries_.end(),
                              [](const entry& a, const entry& b) { return a.used < b.used; });
   }
   if (found != entries_.end()) {
-    (void)cudaGraphExecDestroy(found->exec);
+    destroy(*found);
     entries_.erase(found);
   }
   // (Each block once: in place, send and recv are one block, and sweep_locked counts references.)
   std::sort(blocks.begin(), blocks.end());
   blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-  entries_.push_back(entry{k, id, exec, std::move(blocks), ++clock_});
-  return ATOMR_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  e.blocks = std::move(blocks);
+  e.used = ++clock_;
+  entries_.push_back(std::move(e));
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaGraphLaunch(entries_.back().execs[i], streams[i])));
+  }
+  return ok();
 }
 
-result<void> graph_cache::launch(const key& k, std::uint64_t id, cudaStream_t stream) {
+result<void> graph_cache::launch(const key& k, std::uint64_t id, std::span<const cudaStream_t> streams) {
   std::lock_guard lock(mutex_);
   for (auto& e : entries_) {
     if (e.k == k && e.capture == id) {
       e.used = ++clock_;
-      return ATOMR_CUDA_CHECK(cudaGraphLaunch(e.exec, stream));
+      // (A graph launches on a stream of another device than the current one: no cudaSetDevice.)
+      for (std::size_t i = 0; i < streams.size(); ++i) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaGraphLaunch(e.execs[i], streams[i])));
+      return ok();
     }
   }
   return error(errc::internal, "the CUDA graph of capture " + std::to_string(id) +
                                    " is gone (the communicator was aborted, or the ranks disagreed)");
 }
 
+void graph_cache::destroy(const entry& e) {
+  for (auto exec : e.execs) (void)cudaGraphExecDestroy(exec);
+}
+
 void graph_cache::drop_all() {
   std::lock_guard lock(mutex_);
   closed_ = true;
-  for (auto& e : entries_) (void)cudaGraphExecDestroy(e.exec);
+  for (auto& e : entries_) destroy(e);
   entries_.clear();
 }
 
@@ -106,7 +171,7 @@ void graph_cache::sweep_locked() {
   // would only keep the memory.
   std::erase_if(entries_, [](const entry& e) {
     const bool orphan = std::any_of(e.blocks.begin(), e.blocks.end(), [](const auto& b) { return b.use_count() == 1; });
-    if (orphan) (void)cudaGraphExecDestroy(e.exec);
+    if (orphan) destroy(e);
     return orphan;
   });
 }

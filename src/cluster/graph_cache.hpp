@@ -1,7 +1,13 @@
-// The CUDA graphs one member of the NCCL backend captured: one per request shape and buffers, so
-// that a collective a program repeats on the same buffers is enqueued with one cudaGraphLaunch
-// instead of NCCL's host path (6-9 us per call on the two-GPU machine, docs/benchmarks.md,
+// The CUDA graphs the NCCL backend captured: one per request shape and buffers, so that a
+// collective a program repeats on the same buffers is enqueued with one cudaGraphLaunch per local
+// member instead of NCCL's host path (6-9 us per call on the two-GPU machine, docs/benchmarks.md,
 // fifteenth session).
+//
+// Where a rank drives several GPUs, each member's stream is captured on its own (all begun before
+// the NCCL group, all ended after it) and replayed on its own stream: every member's work stays in
+// its stream's order, as an eager call's does, so completion events and later requests need no
+// joins between the streams. One capture joined across the streams and launched on the first cost
+// more to launch than the eager group (docs/benchmarks.md, seventeenth session).
 //
 // The graph of an NCCL call holds NCCL's plan of it, which refers to the communicator and to the
 // buffers: a graph holds its buffers (so their memory cannot go back to the device and come back
@@ -16,11 +22,12 @@
 
 #include <cuda_runtime_api.h>
 
-#include <array>
+#include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "atomr/cluster/world.hpp"
@@ -30,13 +37,13 @@ namespace atomr::cluster::detail {
 
 class graph_cache {
  public:
-  // What makes two requests replay the same graph: shape and buffers (by block id: unique per
-  // allocation in this process, never reused).
+  // What makes two requests replay the same graphs: shape and every member's buffers (by block
+  // id: unique per allocation in this process, never reused).
   struct key {
-    std::array<std::uint64_t, 4> v{};
+    boost::container::small_vector<std::uint64_t, 4> v;
     bool operator==(const key&) const = default;
   };
-  static key key_of(const coll_spec& spec, std::size_t count, std::size_t member);
+  static key key_of(const coll_spec& spec, std::size_t count);
 
   static constexpr std::size_t k_graphs_most = 32;  // graphs kept; the least recently used goes
   static constexpr std::size_t k_seen_most = 256;   // request keys remembered as issued before
@@ -54,13 +61,15 @@ class graph_cache {
   holding lookup(const key& k);
   // Remembers `k` as issued (the next agreement may capture it).
   void note_issued(const key& k);
-  // Captures `enqueue` (the request's NCCL calls) on `stream`, keeps the graph as capture `id`
-  // for `k` (replacing any graph for `k`), holding `blocks`, and launches it on `stream`.
-  result<void> capture_and_launch(const key& k, std::uint64_t id, cudaStream_t stream,
+  // Captures `enqueue` (the request's NCCL calls) on every member's stream (`streams`, of
+  // `devices`), keeps the graphs as capture `id` for `k` (replacing any for `k`), holding
+  // `blocks`, and launches each on its stream.
+  result<void> capture_and_launch(const key& k, std::uint64_t id, std::span<const cudaStream_t> streams,
+                                  std::span<const int> devices,
                                   std::vector<std::shared_ptr<local::buffer_block>> blocks,
                                   const std::function<result<void>()>& enqueue);
-  // Launches capture `id` held for `k` on `stream`.
-  result<void> launch(const key& k, std::uint64_t id, cudaStream_t stream);
+  // Launches capture `id` held for `k`, each member's graph on its stream.
+  result<void> launch(const key& k, std::uint64_t id, std::span<const cudaStream_t> streams);
   // Destroys every graph and refuses new ones (before the communicator is finalized or aborted).
   // Launched work finishes on its own.
   void drop_all();
@@ -70,12 +79,13 @@ class graph_cache {
   struct entry {
     key k;
     std::uint64_t capture = 0;
-    cudaGraphExec_t exec = nullptr;
+    boost::container::small_vector<cudaGraphExec_t, 2> execs;  // one per member
     std::vector<std::shared_ptr<local::buffer_block>> blocks;
     std::uint64_t used = 0;  // last use, for eviction
   };
   // Drops the graphs whose buffers only this cache still holds (under mutex_).
   void sweep_locked();
+  static void destroy(const entry& e);
   mutable std::mutex mutex_;
   std::vector<entry> entries_;
   std::vector<key> seen_;  // a ring of k_seen_most

@@ -175,6 +175,8 @@ class nccl_backend final : public comm_backend {
       int r = 0;
       ncclCommUserRank(m.comm, &r);
       ranks_.push_back(r);
+      streams_.push_back(m.stream);
+      devices_.push_back(m.device);
     }
   }
   ~nccl_backend() override {
@@ -220,38 +222,37 @@ class nccl_backend final : public comm_backend {
     return issue_together(batch, waits, true);
   }
 
-  // Graphs need one member (a graph of one stream) and a blocking communicator (a nonblocking one
-  // may still be enqueuing when the capture ends).
-  std::size_t graph_limit() const override { return members_.size() == 1 && blocking_ == 1 ? graph_bytes_ : 0; }
+  // Graphs need a blocking communicator (a nonblocking one may still be enqueuing when the
+  // capture ends). Several members each replay their own graph (graph_cache).
+  std::size_t graph_limit() const override { return blocking_ == 1 ? graph_bytes_ : 0; }
 
   graph_holding graph_lookup(const coll_request& r) override {
-    const auto h = graphs_.lookup(graph_cache::key_of(r.spec, r.count, 0));
+    const auto h = graphs_.lookup(graph_cache::key_of(r.spec, r.count));
     return {h.capture, h.seen};
   }
 
   result<void> issue_graph(coll_request& r, const member_waits& waits, graph_step step, std::uint64_t id) override {
-    const auto k = graph_cache::key_of(r.spec, r.count, 0);
+    const auto k = graph_cache::key_of(r.spec, r.count);
     if (step == graph_step::eager) {
       ATOMR_TRY(issue(r, waits));
       graphs_.note_issued(k);
       return ok();
     }
     ATOMR_TRY(wait_for(waits));
-    auto& m = members_[0];
     if (step == graph_step::launch) {
-      ATOMR_TRY(graphs_.launch(k, id, m.stream));
+      ATOMR_TRY(graphs_.launch(k, id, streams_));
     } else {
       std::vector<std::shared_ptr<local::buffer_block>> blocks(r.spec.send.begin(), r.spec.send.end());
       blocks.insert(blocks.end(), r.spec.recv.begin(), r.spec.recv.end());
       stall_watch::scope guard(watch_, r.deadline, "an NCCL call captured into a CUDA graph");
-      const bool grouped = r.spec.kind == coll_kind::all_to_all;
+      const bool grouped = members_.size() > 1 || r.spec.kind == coll_kind::all_to_all;
       auto calls = [&]() -> result<void> {
         if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupStart()));
         auto enqueued = enqueue(r);
         if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupEnd()));
         return enqueued;
       };
-      ATOMR_TRY(graphs_.capture_and_launch(k, id, m.stream, std::move(blocks), calls));
+      ATOMR_TRY(graphs_.capture_and_launch(k, id, streams_, devices_, std::move(blocks), calls));
     }
     r.stamp(trace_stage::called);
     if (!open_) open_ = std::make_shared<nccl_state>();
@@ -595,7 +596,9 @@ class nccl_backend final : public comm_backend {
   int size_;
   int blocking_;
   std::size_t graph_bytes_;  // the largest request replayed as a CUDA graph (0: none)
-  graph_cache graphs_;       // member 0's (graphs are used with one member only)
+  std::vector<cudaStream_t> streams_;  // members_' streams and devices, in order (for graphs)
+  std::vector<int> devices_;
+  graph_cache graphs_;
   std::atomic<bool> aborted_{false};
   bool in_progress_ = false;           // an enqueuing call answered ncclInProgress since the last settle
   std::shared_ptr<void> last_passed_;  // member 0's event of the last seal seen complete

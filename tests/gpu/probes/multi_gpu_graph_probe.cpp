@@ -47,6 +47,22 @@ void sync_all(std::vector<dev>& d) {
   }
 }
 
+// Prints what a captured graph holds (once per mode): what each launch replays.
+void describe(const char* mode, std::size_t i, cudaGraph_t g) {
+  std::size_t n = 0;
+  CK(cudaGraphGetNodes(g, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n > 0) CK(cudaGraphGetNodes(g, nodes.data(), &n));
+  std::printf("# %s graph %zu: %zu nodes, types:", mode, i, n);
+  for (auto node : nodes) {
+    cudaGraphNodeType t{};
+    CK(cudaGraphNodeGetType(node, &t));
+    std::printf(" %d", static_cast<int>(t));
+  }
+  std::printf(" (0 kernel, 1 memcpy, 2 memset, 3 host, 4 child, 5 empty, 6 wait event, 7 event record)\n");
+}
+bool described[2] = {false, false};
+
 struct graphs {
   std::vector<cudaGraphExec_t> exec;  // per device (per_device) or one (fork_join)
 };
@@ -84,12 +100,15 @@ graphs capture(std::vector<dev>& d, std::size_t n, bool fork_join) {
     raw.push_back(one);
   }
   for (std::size_t i = 0; i < raw.size(); ++i) {
+    if (!described[fork_join ? 1 : 0]) describe(fork_join ? "fork_join" : "per_device", i, raw[i]);
     CK(cudaSetDevice(static_cast<int>(i)));
     cudaGraphExec_t e = nullptr;
     CK(cudaGraphInstantiate(&e, raw[i], 0));
     CK(cudaGraphDestroy(raw[i]));
+    CK(cudaSetDevice(0));
     g.exec.push_back(e);
   }
+  described[fork_join ? 1 : 0] = true;
   return g;
 }
 

@@ -28,8 +28,8 @@ std::string describe_nodes(cudaGraph_t graph) {
       default: ++other; break;
     }
   }
-  return fmt::format("{} nodes: {} kernel, {} host, {} copy or set, {} event, {} other", n, kernel, host, memory,
-                     event, other);
+  return fmt::format("{} nodes: {} kernel, {} host, {} copy or set, {} event, {} other", n, kernel, host, memory, event,
+                     other);
 }
 }  // namespace
 
@@ -142,7 +142,8 @@ result<void> graph_cache::launch(const key& k, std::uint64_t id, std::span<const
     if (e.k == k && e.capture == id) {
       e.used = ++clock_;
       // (A graph launches on a stream of another device than the current one: no cudaSetDevice.)
-      for (std::size_t i = 0; i < streams.size(); ++i) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaGraphLaunch(e.execs[i], streams[i])));
+      for (std::size_t i = 0; i < streams.size(); ++i)
+        ATOMR_TRY(ATOMR_CUDA_CHECK(cudaGraphLaunch(e.execs[i], streams[i])));
       return ok();
     }
   }

@@ -595,7 +595,7 @@ class nccl_backend final : public comm_backend {
   std::vector<int> ranks_;
   int size_;
   int blocking_;
-  std::size_t graph_bytes_;  // the largest request replayed as a CUDA graph (0: none)
+  std::size_t graph_bytes_;            // the largest request replayed as a CUDA graph (0: none)
   std::vector<cudaStream_t> streams_;  // members_' streams and devices, in order (for graphs)
   std::vector<int> devices_;
   graph_cache graphs_;

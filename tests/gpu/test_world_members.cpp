@@ -106,8 +106,8 @@ TEST(WorldMembers, OneRankTwoGpusReplaysEveryKindAsCudaGraphs) {
     EXPECT_TRUE(devs[mm].download(b[mm], std::span<std::int32_t>(h)).get());
     return h;
   };
-  const auto small = alloc(n), wide = alloc(2 * n), summed = alloc(n), gathered = alloc(2 * n),
-             scattered = alloc(n), cast = alloc(n), exchanged = alloc(2 * n);
+  const auto small = alloc(n), wide = alloc(2 * n), summed = alloc(n), gathered = alloc(2 * n), scattered = alloc(n),
+             cast = alloc(n), exchanged = alloc(2 * n);
   using span = std::span<const local::gpu_ref<std::int32_t>>;
   for (int t = 0; t < rounds; ++t) {
     SCOPED_TRACE("round " + std::to_string(t));

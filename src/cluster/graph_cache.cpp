@@ -90,21 +90,25 @@ result<void> graph_cache::capture_and_launch(const key& k, std::uint64_t id, std
     if (!made) break;
   }
   if (made) made = enqueue();
-  // Every capture begun ends, whatever failed (a stream left capturing would fail all later work).
+  // Every capture begun ends, whatever failed (a stream left capturing would fail all later
+  // work), before any graph is instantiated (which this thread may not do while it captures).
+  std::vector<cudaGraph_t> graphs(begun, nullptr);
   for (std::size_t i = 0; i < begun; ++i) {
-    cudaGraph_t graph = nullptr;
     auto ended = ATOMR_CUDA_CHECK(cudaSetDevice(devices[i]));
-    if (ended) ended = ATOMR_CUDA_CHECK(cudaStreamEndCapture(streams[i], &graph));
+    if (ended) ended = ATOMR_CUDA_CHECK(cudaStreamEndCapture(streams[i], &graphs[i]));
     if (made && !ended) made = std::move(ended);
+  }
+  for (std::size_t i = 0; i < begun; ++i) {
     cudaGraphExec_t exec = nullptr;
     if (made) {
       if (const auto lg = log::get("cluster"); lg->should_log(spdlog::level::debug)) {
-        lg->debug("CUDA graph of capture {} on member {}: {}", id, i, describe_nodes(graph));
+        lg->debug("CUDA graph of capture {} on member {}: {}", id, i, describe_nodes(graphs[i]));
       }
-      made = ATOMR_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      made = ATOMR_CUDA_CHECK(cudaSetDevice(devices[i]));
+      if (made) made = ATOMR_CUDA_CHECK(cudaGraphInstantiate(&exec, graphs[i], 0));
     }
     if (exec != nullptr) e.execs.push_back(exec);
-    if (graph != nullptr) (void)cudaGraphDestroy(graph);  // (the executable graph keeps what it needs)
+    if (graphs[i] != nullptr) (void)cudaGraphDestroy(graphs[i]);  // (the executable graph keeps what it needs)
   }
   if (!made) {
     destroy(e);

@@ -4,14 +4,14 @@
 # the graphs' node counts in the debug log) and at 2 ranks, the failure tests, the probe again
 # (now printing node types), then all_reduce and broadcast at 1 rank x 2 GPUs and 2 ranks.
 set -uo pipefail
-root=$PWD; st=$root/.gpu-stage; out=$OUT/c2; mkdir -p "$out"
+root=$PWD; st=$root/.gpu-stage; out=$OUT/${CALL:-c2}; mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 GTEST_COLOR=no
 { echo "commit: $(cat $st/COMMIT) date: $(date -u +%FT%TZ) host: $(hostname)"
   nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv; nproc; } > $out/machine.txt 2>&1
 export LD_LIBRARY_PATH=$st/lib
 mp=(mpirun --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x GTEST_COLOR)
 A=$st/bin/atomr
-log=$out/c2.log
+log=$out/${CALL:-c2}.log
 t0=$SECONDS
 r() { local name=$1 t=$2; shift 2; echo "=== $name: $*" >> $log; local s=$SECONDS; timeout $t "$@" >> $log 2>&1; echo "rc=$? ($((SECONDS-s)) s)" >> $log; }
 r members1 60 "${mp[@]}" -x ATOMR_LOG=debug -np 1 $st/bin/gpu_world_test --gtest_filter='WorldMembers.*'

@@ -22,5 +22,5 @@ r bind_gpu 30 launch/atomr-launch -n 2 --bind gpu sh -c 'echo "local rank $OMPI_
 echo "all done in $((SECONDS-t0)) s" >> $log
 cat $out/machine.txt; grep -E "^rc=[1-9]|^launcher" $log
 for k in mpirun launch; do echo "$k: $(awk -v k=$k '/^=== /{n=$2} /MPI_Init to first/ && index(n, k"_")==1 {sub(/.*done: /,""); print}' $log | sort -n | tr '\n' ' ')"; done
-for k in mpirun launch; do echo "$k MPI_Init: $(awk -v k=$k '/^=== /{n=$2} /startup, max/ && index(n, k"_")==1 {print $10}' $log | sort -n | tr '\n' ' ')"; done
+for k in mpirun launch; do echo "$k MPI_Init: $(awk -v k=$k '/^=== /{n=$2} /startup, max/ && index(n, k"_")==1 {print $8}' $log | sort -n | tr '\n' ' ')"; done
 grep -A3 "=== bind_gpu" $log

@@ -48,8 +48,8 @@ inline constexpr tunable nccl_blocking{
     "1: blocking NCCL communicators (a blocked call is aborted at its deadline); 0: nonblocking (slow enqueue)"};
 inline constexpr tunable nccl_graphs{
     "nccl_graphs", "ATOMR_NCCL_GRAPHS", "1",
-    "NCCL, one GPU per rank: a collective the ranks repeat on the same buffers is captured once and replayed "
-    "as a CUDA graph (the ranks agree on each replay): 1 or 0"};
+    "NCCL (blocking communicators): a collective the ranks repeat on the same buffers is captured once and "
+    "replayed as CUDA graphs, one per GPU (the ranks agree on each replay): 1 or 0"};
 inline constexpr tunable nccl_graph_bytes{"nccl_graph_bytes", "ATOMR_NCCL_GRAPH_BYTES", "1048576",
                                           "NCCL graphs: collectives up to this many bytes per rank are replayed"};
 inline constexpr tunable nccl_scalable_ranks{

@@ -147,6 +147,9 @@ struct world_engine::exchange {
 class world_engine::assist_hook final : public local::progress_hook {
  public:
   explicit assist_hook(world_engine* e) : engine_(e) {}
+  // The last sequence number through which every request finished with success (see resolving_).
+  // (On a line of its own: every waiter reads it while the progress thread writes it.)
+  alignas(64) std::atomic<std::uint64_t> done_through{0};
   void progress() noexcept override {
     std::unique_lock lock(mutex_, std::try_to_lock);
     if (lock.owns_lock() && engine_ != nullptr) engine_->assist();
@@ -194,7 +197,7 @@ void world_engine::assist() {
   // have gone to sleep for its 100 ms (nothing open, the inbox empty) just after this caller
   // emptied the inbox, and a caller whose own wait gives up spinning sleeps too; then nobody
   // polled the requests until that sleep ended.
-  if (took && has_open()) {
+  if ((took && has_open()) || !resolving_.empty()) {
     if (!kick_.load(std::memory_order_acquire)) {
       std::lock_guard lock(mutex_);
       kick_.store(true, std::memory_order_release);
@@ -225,18 +228,17 @@ world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backen
     fail_from_outside(error(errc::unavailable, text + " (a rank of this world; world::shrink() makes a world of the "
                                                       "living ranks)"));
   });
-  if (detail::wait_assist_enabled()) {
-    // The hook outlives every future that may call it, so it is never freed (a few dozen bytes per
-    // world, inert once detached), and the futures hold it without an owner: a shared owner's
-    // count went up on the caller's thread and down on the progress thread (which frees the
-    // requests) for every request, a cache line the two threads pulled back and forth.
-    assist_hook_ = std::shared_ptr<assist_hook>(std::shared_ptr<assist_hook>(), keep_forever(this));
-  }
+  // The hook outlives every future that may call it or read its done mark, so it is never freed
+  // (a few dozen bytes per world, inert once detached), and the futures hold it without an owner:
+  // a shared owner's count went up on the caller's thread and down on the progress thread (which
+  // frees the requests) for every request, a cache line the two threads pulled back and forth.
+  hook_ = keep_forever(this);
+  if (detail::wait_assist_enabled()) assist_hook_ = std::shared_ptr<assist_hook>(std::shared_ptr<assist_hook>(), hook_);
   thread_ = std::thread([this] { run(); });
 }
 
 world_engine::~world_engine() {
-  if (assist_hook_) assist_hook_->detach();    // futures that outlive the world stop calling in
+  hook_->detach();                             // futures that outlive the world stop calling in
   remove_failure_listener(failure_listener_);  // (waits for a listener call under way)
   {
     std::lock_guard lock(mutex_);
@@ -292,6 +294,7 @@ void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point dea
     return;
   }
   r->seq = next_seq_++;
+  r->done.set_done_mark(&hook_->done_through, r->seq);
   r->deadline = deadline;
   r->together = together;
   if (request_trace::get().on()) {
@@ -352,7 +355,7 @@ void world_engine::hand_over(Accept&& accept_all) {
     if (assist_hook_) complete_finished(true);
     // The progress thread polls what is left (and is the watchdog for it). What finished here
     // needs nothing from it: kicking it anyway had it take the locks this caller takes next.
-    if (!has_open()) return free_retired();  // (all of them: nothing is open)
+    if (!has_work()) return free_retired();  // (all of them: nothing is open)
     // Only the progress thread clears the kick, and only holding issue_mutex_ (as this caller
     // does now): one already set stays set until that thread has looked.
     if (kick_.load(std::memory_order_acquire)) return;
@@ -517,16 +520,17 @@ void world_engine::run() {
     if (kick_.exchange(false, std::memory_order_acq_rel)) last_change = clock::now();
     for (auto& t : tasks) t();
     const auto before = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
-                                        graph_vote_ != nullptr);
+                                        graph_vote_ != nullptr, resolving_.size());
     take_inbox();
     issue_ready();
     complete_finished();
-    issue_released();
+    issue_released(true);
     check_health();
+    resolve_finished(k_resolve_chunk);
     free_retired();
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
-                                       graph_vote_ != nullptr);
-    busy = has_open();
+                                       graph_vote_ != nullptr, resolving_.size());
+    busy = has_work();
     issuing.unlock();
     if (before != after) {
       last_change = clock::now();
@@ -1036,9 +1040,9 @@ bool world_engine::head_is_cut() {
          conflicts(head, next) || !ready(next, scratch_mine_);
 }
 
-void world_engine::issue_released() {
-  // (Such a backend records no events: nothing is left unsealed.)
-  if (last_resolved_ > 0 && !queue_.empty() && !backend_->stream_ordered()) issue_ready();
+void world_engine::issue_released(bool window) {
+  // (A backend that does not order requests records no events: nothing is left unsealed.)
+  if (last_finished_ > 0 && !queue_.empty() && (window || !backend_->stream_ordered())) issue_ready();
 }
 
 bool world_engine::idle_poll_covers() const {
@@ -1118,7 +1122,7 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
       unsealed_writes_.clear();
     }
   }
-  for (; !failed && n < in_flight_.size() && n < k_resolve_chunk; ++n) {
+  for (; !failed && n < in_flight_.size() && n < k_finish_most; ++n) {
     auto finished = backend_->test(*in_flight_[n]);
     if (!finished) {
       failed = finished.error_value().with_context("waiting for " + in_flight_[n]->describe());
@@ -1128,33 +1132,43 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
   }
   if (n > 0 && by_caller) stats_.assisted.fetch_add(n, std::memory_order_release);
   if (n > 0) stats_.requests.fetch_add(n, std::memory_order_release);
-  // Every finished future resolves before any request is freed: the callers of a packed batch of
-  // 1000 hear of it without waiting for 999 others' requests to be taken apart first (they are
-  // freed later: free_retired).
-  last_resolved_ = n;
+  // The finished requests' waiters hear at once, by the done mark; their futures are fulfilled
+  // after (resolve_finished), and their requests freed after that (free_retired).
+  last_finished_ = n;
   for (std::size_t i = 0; i < n; ++i) {
     auto& r = *in_flight_[i];
     if (!r.writes_published) publish_writes(r, {});
     completed_seq_ = r.seq;
     r.stamp(trace_stage::done);
+  }
+  if (n > 0) hook_->done_through.store(completed_seq_, std::memory_order_release);
+  for (std::size_t i = 0; i < n; ++i) {
+    resolving_.push_back(std::move(in_flight_.front()));
+    in_flight_.pop_front();  // (a range erase costs ~400 instructions even when empty)
+  }
+  // A caller fulfils a few itself (waiting for one request at a time, its own, so that the
+  // progress thread need not be woken for it), the progress thread the rest.
+  if (by_caller) resolve_finished(k_caller_resolves);
+  if (failed) fail_world(*failed, in_flight_.front().get());
+}
+
+void world_engine::resolve_finished(std::size_t most) {
+  for (std::size_t i = 0; i < most && !resolving_.empty(); ++i) {
+    auto& r = *resolving_.front();
     r.done.set_value();
     if (r.traced) {
       r.stamp(trace_stage::resolved);
       request_trace::get().add(r.trace);
     }
+    retired_.push_back(std::move(resolving_.front()));
+    resolving_.pop_front();
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    retired_.push_back(std::move(in_flight_.front()));
-    in_flight_.pop_front();  // (a range erase costs ~400 instructions even when empty)
-  }
-  if (failed) fail_world(*failed, in_flight_.front().get());
 }
 
 void world_engine::free_retired() {
   if (retired_.empty()) return;
-  const bool open = has_open();
-  // A turn that resolved a whole chunk has more to resolve: it frees only a few.
-  const std::size_t most = !open ? retired_.size() : last_resolved_ == k_resolve_chunk ? 8 : k_resolve_chunk;
+  // While futures wait to be fulfilled, a turn frees only a few requests.
+  const std::size_t most = !has_work() ? retired_.size() : !resolving_.empty() ? 8 : k_resolve_chunk;
   for (std::size_t i = 0; i < most && !retired_.empty(); ++i) retired_.pop_back();
 }
 
@@ -1290,6 +1304,8 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
   planned_.clear();
   unsealed_.clear();  // (their writes are published below, with the failure)
   unsealed_writes_.clear();
+  // What finished before the failure finished with success (the done mark says so already).
+  resolve_finished(resolving_.size());
   auto fail = [&](std::deque<std::unique_ptr<coll_request>>& list) {
     for (auto& r : list) {
       if (!r->writes_published) publish_writes(*r, {});

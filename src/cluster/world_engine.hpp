@@ -69,7 +69,9 @@ class world_engine {
   void assist();
   class assist_hook;
   static assist_hook* keep_forever(world_engine* e);
-  std::shared_ptr<assist_hook> assist_hook_;  // (owns nothing: the hook is kept forever)
+  // Kept forever, as every future of this world may point at it (its done mark, see resolving_).
+  assist_hook* hook_;
+  std::shared_ptr<assist_hook> assist_hook_;  // (owns nothing: the hook is kept forever; none without assist)
   detail::assist_stamp assisted_;             // when a caller last assisted
   bool take_inbox();                          // true if it took any request
   void take_inbox_locked();                   // under mutex_ and issue_mutex_
@@ -170,16 +172,33 @@ class world_engine {
   // batch's references) took the progress thread 80-100 us, during which the next batch's plan
   // waited. They are freed a few at a time between turns, and all of them once nothing is open.
   std::vector<std::unique_ptr<detail::coll_request>> retired_;
-  // How many finished requests one turn resolves: the rest wait for the next turn, after the
-  // plan exchange under way has been looked at (resolving 400 futures in one go held the next
-  // batch's agreement back by as long).
+  // Finished requests whose futures are not fulfilled yet. Requests finish in order, so one
+  // store of the last finished sequence number (the done mark, which every future of this world
+  // reads: promise::set_done_mark) tells all their waiters at once; fulfilling each future (its
+  // lock, its continuations, a sleeper's wake-up) comes after, a chunk per turn, off the path of
+  // the next batch and of the callers. Fulfilling 1000 futures one by one at 0.3-1.2 us each,
+  // before the packing window reopened and before the last of them heard, was most of 1000 x
+  // 2 KiB all_reduces' time (docs/benchmarks.md, eighteenth session).
+  std::deque<std::unique_ptr<detail::coll_request>> resolving_;
+  // How many finished requests one turn fulfils: the rest wait for the next turn, after the plan
+  // exchange under way has been looked at (resolving 400 futures in one go held the next batch's
+  // agreement back by as long).
   static constexpr std::size_t k_resolve_chunk = 64;
-  std::size_t last_resolved_ = 0;  // by the last complete_finished
+  // How many in-flight requests one turn looks at (each look is a flag or an event query shared
+  // by a seal's requests).
+  static constexpr std::size_t k_finish_most = 1024;
+  // A caller that finished requests itself fulfils this many at once; the progress thread the rest.
+  static constexpr std::size_t k_caller_resolves = 8;
+  std::size_t last_finished_ = 0;  // by the last complete_finished
+  // Fulfils up to `most` futures of resolving_ (in order) and retires their requests.
+  void resolve_finished(std::size_t most);
   void free_retired();
   // Requests queued or in flight, or an exchange under way (under issue_mutex_).
   bool has_open() const {
     return !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty() || graph_vote_;
   }
+  // Work for the progress thread: anything open, or futures to fulfil.
+  bool has_work() const { return has_open() || !resolving_.empty(); }
   // On a stream-ordered backend: the requests issued since the last seal (the tail of in_flight_)
   // and the writes they make, by buffer and sequence number. Until the seal their writes are not
   // published: other devices wait for it, while this world's own later requests, which run
@@ -193,9 +212,10 @@ class world_engine {
   bool idle_poll_covers() const;
   // After complete_finished, where the backend does not order requests (the host backend): what
   // finished may be what the head of the queue waited for (a run of requests on one buffer), so
-  // the head is issued in this look or turn, not the next one. (On a stream-ordered backend the
-  // head never waits for a completion.)
-  void issue_released();
+  // the head is issued in this look or turn, not the next one. On a stream-ordered backend the
+  // head never waits for a completion, only for the packing window to open: `window` (the
+  // progress thread's turn) looks at once there too, before the turn fulfils futures.
+  void issue_released(bool window = false);
   // Records the completion of the unsealed requests and publishes their writes.
   void seal();
   struct exchange;

@@ -112,6 +112,61 @@ TEST(Future, AReadyFutureNeverCallsItsHook) {
   EXPECT_EQ(hook->calls.load(), 0);
 }
 
+// A hook that moves a done mark on its second call (a progress thread publishing completions).
+class mark_on_second final : public progress_hook {
+ public:
+  mark_on_second(std::atomic<std::uint64_t>& mark, std::uint64_t to) : mark_(mark), to_(to) {}
+  void progress() noexcept override {
+    if (++calls == 2) mark_.store(to_, std::memory_order_release);
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  std::atomic<std::uint64_t>& mark_;
+  std::uint64_t to_;
+};
+
+TEST(Future, ADoneMarkFulfilsWithSuccessBeforeSetValue) {
+  std::atomic<std::uint64_t> mark{4};
+  promise<void> early, at, late;
+  early.set_done_mark(&mark, 3);
+  at.set_done_mark(&mark, 5);
+  late.set_done_mark(&mark, 6);
+  auto fe = early.get_future(), fa = at.get_future(), fl = late.get_future();
+  std::vector<int> ran;
+  fa.then([&](const result<void>& r) { ran.push_back(r ? 5 : -5); });
+  // Through the mark: ready with success, without set_value.
+  EXPECT_TRUE(fe.ready());
+  EXPECT_TRUE(fe.get());
+  EXPECT_TRUE(fe.wait_for(0ms));
+  EXPECT_FALSE(fa.ready());
+  EXPECT_FALSE(fa.wait_for(1ms));
+  // A waiter whose mark comes while it looks returns with success; continuations wait for set_value.
+  auto hook = std::make_shared<mark_on_second>(mark, 5);
+  promise<void> watched;
+  watched.set_progress_hook(hook);
+  watched.set_done_mark(&mark, 5);
+  EXPECT_TRUE(watched.get_future().get());
+  EXPECT_EQ(hook->calls.load(), 2);
+  EXPECT_TRUE(fa.ready());
+  EXPECT_TRUE(fa.get());
+  EXPECT_TRUE(ran.empty());
+  EXPECT_TRUE(at.set_value());
+  EXPECT_EQ(ran, std::vector<int>{5});
+  // Past the mark, a future still takes what its promise says, errors too.
+  EXPECT_FALSE(fl.ready());
+  EXPECT_TRUE(late.set_error(error(errc::aborted, "world failed")));
+  EXPECT_EQ(fl.get().error_value().code(), errc::aborted);
+  // A waiter asleep before the mark wakes at set_value.
+  promise<void> sleeper;
+  sleeper.set_done_mark(&mark, 9);
+  auto fs = sleeper.get_future();
+  std::thread t([&] { (void)sleeper.set_value(); });
+  EXPECT_TRUE(fs.get());
+  t.join();
+  EXPECT_TRUE(early.set_value());  // (a marked promise is still fulfilled once)
+}
+
 TEST(Timers, FireAtTheirDeadlineInOrder) {
   timer_service timers;
   std::vector<int> order;

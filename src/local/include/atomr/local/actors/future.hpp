@@ -11,6 +11,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -66,21 +68,26 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
   }
 
   bool ready() const {
+    if (marked()) return true;
     std::lock_guard lock(mutex_);
     return value_.has_value();
   }
   // The same without the lock (a fulfilled state stays fulfilled).
-  bool fulfilled() const noexcept { return has_value_.load(std::memory_order_acquire); }
+  bool fulfilled() const noexcept { return has_value_.load(std::memory_order_acquire) || marked(); }
+  // Whether fulfil ran (a marked state may not have been fulfilled yet).
+  bool has_value() const noexcept { return has_value_.load(std::memory_order_acquire); }
 
   const result<T>& wait() {
     // Replies often come within microseconds (a collective across two GPUs: 10-30 us): look for
     // a while before sleeping, which saves the waker a system call and this thread a wake-up
     // that costs 5-10 us (see spin_relax for how it looks).
     // (The clock is read every 8th look: a read costs 25-35 ns, a look with the pause hint less.)
+    if (marked()) return marked_value();
     if (has_value_.load(std::memory_order_acquire)) return *value_;
     const auto until = std::chrono::steady_clock::now() + wait_look();
     const spin_relax relax;
     for (unsigned i = 1; !has_value_.load(std::memory_order_acquire); ++i) {
+      if (marked()) return marked_value();
       if (hook_) hook_->progress();
       relax();
       if ((i % 8) == 0 && std::chrono::steady_clock::now() >= until) break;
@@ -97,12 +104,18 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
 
   template <typename Rep, typename Period>
   bool wait_for(std::chrono::duration<Rep, Period> d) {
+    if (marked()) return true;
     std::unique_lock lock(mutex_);
-    return ready_.wait_for(lock, d, [&] { return value_.has_value(); });
+    return ready_.wait_for(lock, d, [&] { return value_.has_value() || marked(); });
   }
 
   // Set before the future reaches another thread (see promise::set_progress_hook).
   void set_hook(std::shared_ptr<progress_hook> h) { hook_ = std::move(h); }
+  // Set before the future reaches another thread (see promise::set_done_mark).
+  void set_mark(const std::atomic<std::uint64_t>* mark, std::uint64_t at) noexcept requires std::is_void_v<T> {
+    mark_ = mark;
+    mark_at_ = at;
+  }
 
   void add_continuation(std::function<void(const result<T>&)> f) {
     {
@@ -122,6 +135,26 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
   std::optional<result<T>> value_;
   std::vector<std::function<void(const result<T>&)>> continuations_;
   std::shared_ptr<progress_hook> hook_;  // called by wait() while it looks (never changes once shared)
+  // A success published for many states at once (see promise::set_done_mark): the state counts
+  // as fulfilled with success once *mark_ reaches mark_at_. (Never changes once shared.)
+  const std::atomic<std::uint64_t>* mark_ = nullptr;
+  std::uint64_t mark_at_ = 0;
+  bool marked() const noexcept {
+    if constexpr (std::is_void_v<T>) {
+      return mark_ != nullptr && mark_->load(std::memory_order_acquire) >= mark_at_;
+    } else {
+      return false;
+    }
+  }
+  // (Only called where marked(), which only a void state can be.)
+  static const result<T>& marked_value() {
+    if constexpr (std::is_void_v<T>) {
+      static const result<void> success;
+      return success;
+    } else {
+      std::abort();
+    }
+  }
 };
 
 // Why a request was dropped unanswered on this thread (set while an actor drains its mailbox or
@@ -202,12 +235,12 @@ class promise {
   // An unfulfilled promise fails its future. (The check comes first: building the error costs
   // an allocation, and almost every promise is fulfilled by then.)
   ~promise() {
-    if (state_ && !state_->fulfilled()) state_->fulfil(detail::dropped_error());
+    if (state_ && !state_->has_value()) state_->fulfil(detail::dropped_error());
   }
   promise(promise&&) noexcept = default;
   promise& operator=(promise&& other) noexcept {
     if (this != &other) {
-      if (state_ && !state_->fulfilled()) state_->fulfil(detail::dropped_error());
+      if (state_ && !state_->has_value()) state_->fulfil(detail::dropped_error());
       state_ = std::move(other.state_);
     }
     return *this;
@@ -219,6 +252,14 @@ class promise {
   // What a waiter on the future does while it looks for the value (see progress_hook). Set it
   // before the future goes to another thread: it is read there without a lock.
   void set_progress_hook(std::shared_ptr<progress_hook> h) { state_->set_hook(std::move(h)); }
+  // A fulfiller that completes many promises in order can publish their success with one store:
+  // the future counts as fulfilled with success (get, ready, wait_for) once `*mark` >= `at`, before
+  // set_value runs. The fulfiller must still call set_value (continuations run then, and a sleeping
+  // waiter wakes then), never set_error once the mark passed `at`, and keep `mark` alive as long
+  // as any future of this promise. Set it before the future goes to another thread.
+  void set_done_mark(const std::atomic<std::uint64_t>* mark, std::uint64_t at) noexcept requires std::is_void_v<T> {
+    state_->set_mark(mark, at);
+  }
   // Each returns true if it fulfilled the future (false if it was already fulfilled).
   template <typename U = T>
   bool set_value(U&& value) {

@@ -1141,7 +1141,8 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
     completed_seq_ = r.seq;
     r.stamp(trace_stage::done);
   }
-  if (n > 0) hook_->done_through.store(completed_seq_, std::memory_order_release);
+  // (Sequentially consistent: see promise::set_done_mark.)
+  if (n > 0) hook_->done_through.store(completed_seq_, std::memory_order_seq_cst);
   for (std::size_t i = 0; i < n; ++i) {
     resolving_.push_back(std::move(in_flight_.front()));
     in_flight_.pop_front();  // (a range erase costs ~400 instructions even when empty)
@@ -1155,7 +1156,7 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
 void world_engine::resolve_finished(std::size_t most) {
   for (std::size_t i = 0; i < most && !resolving_.empty(); ++i) {
     auto& r = *resolving_.front();
-    r.done.set_value();
+    r.done.settle();
     if (r.traced) {
       r.stamp(trace_stage::resolved);
       request_trace::get().add(r.trace);

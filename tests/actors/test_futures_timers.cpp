@@ -151,20 +151,35 @@ TEST(Future, ADoneMarkFulfilsWithSuccessBeforeSetValue) {
   EXPECT_TRUE(fa.ready());
   EXPECT_TRUE(fa.get());
   EXPECT_TRUE(ran.empty());
-  EXPECT_TRUE(at.set_value());
+  at.settle();  // a continuation added before the mark runs at settle
   EXPECT_EQ(ran, std::vector<int>{5});
+  fa.then([&](const result<void>& r) { ran.push_back(r ? 6 : -6); });  // after it: at once
+  EXPECT_EQ(ran, (std::vector<int>{5, 6}));
+  EXPECT_FALSE(at.set_value());  // settled: fulfilled already
   // Past the mark, a future still takes what its promise says, errors too.
   EXPECT_FALSE(fl.ready());
   EXPECT_TRUE(late.set_error(error(errc::aborted, "world failed")));
   EXPECT_EQ(fl.get().error_value().code(), errc::aborted);
-  // A waiter asleep before the mark wakes at set_value.
-  promise<void> sleeper;
-  sleeper.set_done_mark(&mark, 9);
-  auto fs = sleeper.get_future();
-  std::thread t([&] { (void)sleeper.set_value(); });
-  EXPECT_TRUE(fs.get());
-  t.join();
-  EXPECT_TRUE(early.set_value());  // (a marked promise is still fulfilled once)
+  // A settled promise that nobody waits on is left alone, and reads as fulfilled, also after
+  // it is gone (its destructor neither fails nor fulfils it).
+  early.settle();
+  EXPECT_TRUE(fe.get());
+  { promise<void> gone = std::move(early); }
+  EXPECT_TRUE(fe.ready());
+  EXPECT_TRUE(fe.get());
+  // A waiter that sleeps (wait_for) wakes at the mark and the settle that follows it, whichever
+  // side comes first.
+  for (std::uint64_t at_seq = 10; at_seq < 20; ++at_seq) {
+    promise<void> sleeper;
+    sleeper.set_done_mark(&mark, at_seq);
+    auto fs = sleeper.get_future();
+    std::atomic<bool> woke{false};
+    std::thread t([&] { woke = fs.wait_for(60s); });
+    mark.store(at_seq, std::memory_order_seq_cst);
+    sleeper.settle();
+    t.join();
+    EXPECT_TRUE(woke.load()) << at_seq;
+  }
 }
 
 TEST(Timers, FireAtTheirDeadlineInOrder) {

@@ -32,7 +32,13 @@ int main(int argc, char** argv) {
   int code = 0;
   {
     al::actor_system sys;
-    auto dev = al::device::start(sys, 0, gpu ? al::device_kind::cuda : al::device_kind::host);
+    // One GPU per rank on a node: the node-local rank's.
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    int local = 0;
+    MPI_Comm_rank(node, &local);
+    MPI_Comm_free(&node);
+    auto dev = al::device::start(sys, gpu ? local : 0, gpu ? al::device_kind::cuda : al::device_kind::host);
     if (!dev) {
       std::fprintf(stderr, "device: %s\n", dev.error_value().describe().c_str());
       MPI_Abort(MPI_COMM_WORLD, 1);

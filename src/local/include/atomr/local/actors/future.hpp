@@ -97,14 +97,15 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
     // (a futex wait and wake: 10-20 us on a VM) for a value that is already there. value_ never
     // changes once set, and the acquire load above orders this read after its write.
     if (has_value_.load(std::memory_order_acquire)) return *value_;
+    if (needs_fulfil()) return marked_value();
     std::unique_lock lock(mutex_);
-    ready_.wait(lock, [&] { return value_.has_value(); });
-    return *value_;
+    ready_.wait(lock, [&] { return value_.has_value() || marked(); });
+    return value_ ? *value_ : marked_value();
   }
 
   template <typename Rep, typename Period>
   bool wait_for(std::chrono::duration<Rep, Period> d) {
-    if (marked()) return true;
+    if (marked() || needs_fulfil()) return true;
     std::unique_lock lock(mutex_);
     return ready_.wait_for(lock, d, [&] { return value_.has_value() || marked(); });
   }
@@ -119,13 +120,28 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
 
   void add_continuation(std::function<void(const result<T>&)> f) {
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
       if (!value_) {
-        continuations_.push_back(std::move(f));
+        if (!needs_fulfil()) {
+          continuations_.push_back(std::move(f));
+          return;
+        }
+        lock.unlock();
+        f(marked_value());  // marked: success, which fulfil would not change
         return;
       }
     }
     f(*value_);  // already fulfilled: value_ no longer changes
+  }
+
+  // For a marked state (promise::settle): fulfils it with success only where the mark does not
+  // reach everyone, a sleeping waiter or a continuation (needs_); else leaves it as it is, which
+  // costs the fulfiller one look at the state instead of its lock and its wake-up.
+  void settle() {
+    if constexpr (std::is_void_v<T>) {
+      if (has_value_.load(std::memory_order_acquire)) return;
+      if (!marked() || needs_.load(std::memory_order_seq_cst)) fulfil(result<void>());
+    }
   }
 
  private:
@@ -139,12 +155,23 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
   // as fulfilled with success once *mark_ reaches mark_at_. (Never changes once shared.)
   const std::atomic<std::uint64_t>* mark_ = nullptr;
   std::uint64_t mark_at_ = 0;
+  // Set by whoever the mark alone would not reach (a waiter about to sleep, a continuation): the
+  // fulfiller then fulfils the state after the mark (settle). Both sides store, then load the
+  // other's word, sequentially consistent: either the fulfiller sees this flag, or this side
+  // sees the mark.
+  std::atomic<bool> needs_{false};
   bool marked() const noexcept {
     if constexpr (std::is_void_v<T>) {
-      return mark_ != nullptr && mark_->load(std::memory_order_acquire) >= mark_at_;
+      return mark_ != nullptr && mark_->load(std::memory_order_seq_cst) >= mark_at_;
     } else {
       return false;
     }
+  }
+  // Raises needs_ where a mark may come; true if the mark is there already.
+  bool needs_fulfil() noexcept {
+    if (mark_ == nullptr) return false;
+    needs_.store(true, std::memory_order_seq_cst);
+    return marked();
   }
   // (Only called where marked(), which only a void state can be.)
   static const result<T>& marked_value() {
@@ -235,12 +262,12 @@ class promise {
   // An unfulfilled promise fails its future. (The check comes first: building the error costs
   // an allocation, and almost every promise is fulfilled by then.)
   ~promise() {
-    if (state_ && !state_->has_value()) state_->fulfil(detail::dropped_error());
+    if (state_ && !state_->has_value()) drop();
   }
   promise(promise&&) noexcept = default;
   promise& operator=(promise&& other) noexcept {
     if (this != &other) {
-      if (state_ && !state_->has_value()) state_->fulfil(detail::dropped_error());
+      if (state_ && !state_->has_value()) drop();
       state_ = std::move(other.state_);
     }
     return *this;
@@ -252,11 +279,12 @@ class promise {
   // What a waiter on the future does while it looks for the value (see progress_hook). Set it
   // before the future goes to another thread: it is read there without a lock.
   void set_progress_hook(std::shared_ptr<progress_hook> h) { state_->set_hook(std::move(h)); }
-  // A fulfiller that completes many promises in order can publish their success with one store:
-  // the future counts as fulfilled with success (get, ready, wait_for) once `*mark` >= `at`, before
-  // set_value runs. The fulfiller must still call set_value (continuations run then, and a sleeping
-  // waiter wakes then), never set_error once the mark passed `at`, and keep `mark` alive as long
-  // as any future of this promise. Set it before the future goes to another thread.
+  // A fulfiller that completes many promises in order can publish their success with one store
+  // (sequentially consistent): the future counts as fulfilled with success (get, ready, wait_for,
+  // then) once `*mark` >= `at`. After that store the fulfiller calls settle() (or set_value) on
+  // each, which wakes a waiter that slept before the mark and runs continuations added before
+  // it; it never calls set_error once the mark passed `at`, and keeps `mark` alive as long as any
+  // future of this promise. Set it before the future goes to another thread.
   void set_done_mark(const std::atomic<std::uint64_t>* mark, std::uint64_t at) noexcept requires std::is_void_v<T> {
     state_->set_mark(mark, at);
   }
@@ -267,9 +295,23 @@ class promise {
   }
   bool set_value() requires std::is_void_v<T> { return state_ && state_->fulfil(result<void>()); }
   bool set_error(error e) { return state_ && state_->fulfil(result<T>(std::move(e))); }
+  // After the done mark passed this promise's number: what set_value would do for those the mark
+  // does not reach (a waiter asleep, a continuation), and nothing for the rest. A future settled
+  // so reads as fulfilled with success; its state is never fulfilled otherwise.
+  void settle() requires std::is_void_v<T> {
+    if (state_) state_->settle();
+  }
   bool set_result(result<T> r) { return state_ && state_->fulfil(std::move(r)); }
 
  private:
+  // Unfulfilled: a marked state is settled (success), any other fails with the drop reason.
+  void drop() {
+    if (state_->fulfilled()) {
+      state_->settle();
+    } else {
+      state_->fulfil(detail::dropped_error());
+    }
+  }
   std::shared_ptr<detail::shared_state<T>> state_;
 };
 

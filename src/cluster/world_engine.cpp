@@ -526,7 +526,8 @@ void world_engine::run() {
     complete_finished();
     issue_released(true);
     check_health();
-    resolve_finished(k_resolve_chunk);
+    // (All at once where nothing else is open: the next call's requests need not find a backlog.)
+    resolve_finished(has_open() ? k_resolve_chunk : resolving_.size());
     free_retired();
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
                                        graph_vote_ != nullptr, resolving_.size());
@@ -1046,7 +1047,7 @@ void world_engine::issue_released(bool window) {
 }
 
 bool world_engine::idle_poll_covers() const {
-  return !in_flight_.empty() && in_flight_.size() <= k_resolve_chunk && unsealed_.front() == in_flight_.front().get();
+  return !in_flight_.empty() && in_flight_.size() <= k_idle_poll_most && unsealed_.front() == in_flight_.front().get();
 }
 
 bool world_engine::unsealed_covers(const local::buffer_block* b, std::uint64_t seq) const {
@@ -1169,7 +1170,7 @@ void world_engine::resolve_finished(std::size_t most) {
 void world_engine::free_retired() {
   if (retired_.empty()) return;
   // While futures wait to be fulfilled, a turn frees only a few requests.
-  const std::size_t most = !has_work() ? retired_.size() : !resolving_.empty() ? 8 : k_resolve_chunk;
+  const std::size_t most = !has_work() ? retired_.size() : !resolving_.empty() ? 8 : k_free_chunk;
   for (std::size_t i = 0; i < most && !retired_.empty(); ++i) retired_.pop_back();
 }
 

@@ -205,7 +205,21 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
   // in the last part. So do requests on a buffer an earlier one of the call uses: they cannot
   // pack with it, and a run of them is best agreed on in one plan for all.)
   constexpr std::size_t k_part = 128;
-  pointer_set used;
+  // (Kept per thread for its table: a fresh one for 1000 requests was an allocation and 32 KiB
+  // to clear on every call, 9 % of the caller's time in a profile of 1000 x 2 KiB calls.)
+  // (A call made from a continuation that this call runs, while it hands over, has its own.)
+  thread_local pointer_set kept;
+  thread_local bool kept_in_use = false;
+  pointer_set own;
+  const bool nested = kept_in_use;
+  pointer_set& used = nested ? own : kept;
+  kept_in_use = true;
+  struct release {
+    bool nested;
+    ~release() {
+      if (!nested) kept_in_use = false;
+    }
+  } released_on_exit{nested};
   if (specs.size() > k_part) used.reset(specs.size());
   const std::uint64_t together = specs.size() > 1 ? engine_->together_id() : 0;
   std::vector<std::optional<future<void>>> out(specs.size());

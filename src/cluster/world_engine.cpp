@@ -1148,9 +1148,11 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
     resolving_.push_back(std::move(in_flight_.front()));
     in_flight_.pop_front();  // (a range erase costs ~400 instructions even when empty)
   }
-  // A caller fulfils a few itself (waiting for one request at a time, its own, so that the
-  // progress thread need not be woken for it), the progress thread the rest.
-  if (by_caller) resolve_finished(k_caller_resolves);
+  // A few are settled at once, as before the mark: one request at a time (a caller waiting for
+  // each, or large requests back to back) gains nothing from waiting, and a caller settles its
+  // own so that the progress thread need not be woken for it. A run of many is settled after,
+  // by the progress thread (its turn's end), off the path of the next batch.
+  if (by_caller || resolving_.size() <= k_caller_resolves) resolve_finished(k_caller_resolves);
   if (failed) fail_world(*failed, in_flight_.front().get());
 }
 

@@ -294,7 +294,9 @@ void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point dea
     return;
   }
   r->seq = next_seq_++;
-  r->done.set_done_mark(&hook_->done_through, r->seq);
+  // A submit_all call's requests are announced by the done mark (see resolving_); a request
+  // submitted alone is fulfilled as it finishes.
+  if (together != 0) r->done.set_done_mark(&hook_->done_through, r->seq);
   r->deadline = deadline;
   r->together = together;
   if (request_trace::get().on()) {
@@ -524,7 +526,7 @@ void world_engine::run() {
     take_inbox();
     issue_ready();
     complete_finished();
-    issue_released(true);
+    issue_released();
     check_health();
     // (All at once where nothing else is open: the next call's requests need not find a backlog.)
     resolve_finished(has_open() ? k_resolve_chunk : resolving_.size());
@@ -1041,9 +1043,9 @@ bool world_engine::head_is_cut() {
          conflicts(head, next) || !ready(next, scratch_mine_);
 }
 
-void world_engine::issue_released(bool window) {
-  // (A backend that does not order requests records no events: nothing is left unsealed.)
-  if (last_finished_ > 0 && !queue_.empty() && (window || !backend_->stream_ordered())) issue_ready();
+void world_engine::issue_released() {
+  // (Such a backend records no events: nothing is left unsealed.)
+  if (last_finished_ > 0 && !queue_.empty() && !backend_->stream_ordered()) issue_ready();
 }
 
 bool world_engine::idle_poll_covers() const {
@@ -1133,19 +1135,32 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
   }
   if (n > 0 && by_caller) stats_.assisted.fetch_add(n, std::memory_order_release);
   if (n > 0) stats_.requests.fetch_add(n, std::memory_order_release);
-  // The finished requests' waiters hear at once, by the done mark; their futures are fulfilled
-  // after (resolve_finished), and their requests freed after that (free_retired).
+  // Requests submitted alone are fulfilled here. A submit_all call's requests hear at once, by
+  // the done mark; their futures are settled after (resolve_finished). Both are freed later
+  // (free_retired).
   last_finished_ = n;
+  bool marked = false;
   for (std::size_t i = 0; i < n; ++i) {
     auto& r = *in_flight_[i];
     if (!r.writes_published) publish_writes(r, {});
     completed_seq_ = r.seq;
     r.stamp(trace_stage::done);
+    marked = marked || r.together != 0;
   }
   // (Sequentially consistent: see promise::set_done_mark.)
-  if (n > 0) hook_->done_through.store(completed_seq_, std::memory_order_seq_cst);
+  if (marked) hook_->done_through.store(completed_seq_, std::memory_order_seq_cst);
   for (std::size_t i = 0; i < n; ++i) {
-    resolving_.push_back(std::move(in_flight_.front()));
+    auto& r = *in_flight_.front();
+    if (r.together != 0) {
+      resolving_.push_back(std::move(in_flight_.front()));
+    } else {
+      r.done.set_value();
+      if (r.traced) {
+        r.stamp(trace_stage::resolved);
+        request_trace::get().add(r.trace);
+      }
+      retired_.push_back(std::move(in_flight_.front()));
+    }
     in_flight_.pop_front();  // (a range erase costs ~400 instructions even when empty)
   }
   // A few are settled at once, as before the mark: one request at a time (a caller waiting for

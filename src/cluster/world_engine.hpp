@@ -172,13 +172,14 @@ class world_engine {
   // batch's references) took the progress thread 80-100 us, during which the next batch's plan
   // waited. They are freed a few at a time between turns, and all of them once nothing is open.
   std::vector<std::unique_ptr<detail::coll_request>> retired_;
-  // Finished requests whose futures are not fulfilled yet. Requests finish in order, so one
-  // store of the last finished sequence number (the done mark, which every future of this world
-  // reads: promise::set_done_mark) tells all their waiters at once; fulfilling each future (its
-  // lock, its continuations, a sleeper's wake-up) comes after, a chunk per turn, off the path of
-  // the next batch and of the callers. Fulfilling 1000 futures one by one at 0.3-1.2 us each,
-  // before the packing window reopened and before the last of them heard, was most of 1000 x
-  // 2 KiB all_reduces' time (docs/benchmarks.md, eighteenth session).
+  // Finished requests of submit_all calls whose futures are not settled yet. Requests finish in
+  // order, so one store of the last finished sequence number (the done mark, which the futures
+  // of submit_all calls read: promise::set_done_mark) tells all their waiters at once; settling
+  // each future comes after, off the path of the next batch and of the callers. Fulfilling each
+  // of 1000 futures (its lock and condition variable) before the packing window reopened held
+  // back the next batch's plan and the last batch's callers. A request submitted alone is
+  // fulfilled as it finishes: with every request on the mark, small collectives back to back
+  // ran 0.5-1 us slower (docs/benchmarks.md, eighteenth session).
   std::deque<std::unique_ptr<detail::coll_request>> resolving_;
   // How many finished requests one turn settles while other work is open: the rest wait for the
   // next turn, after the plan exchange under way has been looked at (resolving 400 futures in one
@@ -216,10 +217,9 @@ class world_engine {
   bool idle_poll_covers() const;
   // After complete_finished, where the backend does not order requests (the host backend): what
   // finished may be what the head of the queue waited for (a run of requests on one buffer), so
-  // the head is issued in this look or turn, not the next one. On a stream-ordered backend the
-  // head never waits for a completion, only for the packing window to open: `window` (the
-  // progress thread's turn) looks at once there too, before the turn fulfils futures.
-  void issue_released(bool window = false);
+  // the head is issued in this look or turn, not the next one. (On a stream-ordered backend the
+  // head never waits for a completion.)
+  void issue_released();
   // Records the completion of the unsealed requests and publishes their writes.
   void seal();
   struct exchange;

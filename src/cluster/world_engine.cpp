@@ -1125,14 +1125,21 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
       unsealed_writes_.clear();
     }
   }
+  // (Requests submitted alone are fulfilled in this look, at most k_fulfil_most of them: back to
+  // back, fulfilling hundreds in one go held up the issuing of the next ones.)
+  std::size_t alone = 0;
   for (; !failed && n < in_flight_.size() && n < k_finish_most; ++n) {
+    const bool is_alone = in_flight_[n]->together == 0;
+    if (is_alone && alone == k_fulfil_most) break;
     auto finished = backend_->test(*in_flight_[n]);
     if (!finished) {
       failed = finished.error_value().with_context("waiting for " + in_flight_[n]->describe());
       break;
     }
     if (!*finished) break;
+    if (is_alone) ++alone;
   }
+  last_alone_ = alone;
   if (n > 0 && by_caller) stats_.assisted.fetch_add(n, std::memory_order_release);
   if (n > 0) stats_.requests.fetch_add(n, std::memory_order_release);
   // Requests submitted alone are fulfilled here. A submit_all call's requests hear at once, by
@@ -1187,7 +1194,10 @@ void world_engine::resolve_finished(std::size_t most) {
 void world_engine::free_retired() {
   if (retired_.empty()) return;
   // While futures wait to be fulfilled, a turn frees only a few requests.
-  const std::size_t most = !has_work() ? retired_.size() : !resolving_.empty() ? 8 : k_free_chunk;
+  // (So does a turn that fulfilled a whole chunk of requests submitted alone: more are finishing.)
+  const std::size_t most = !has_work()                                           ? retired_.size()
+                           : !resolving_.empty() || last_alone_ == k_fulfil_most ? 8
+                                                                                 : k_free_chunk;
   for (std::size_t i = 0; i < most && !retired_.empty(); ++i) retired_.pop_back();
 }
 

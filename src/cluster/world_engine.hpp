@@ -194,7 +194,10 @@ class world_engine {
   static constexpr std::size_t k_finish_most = 1024;
   // A caller that finished requests itself fulfils this many at once; the progress thread the rest.
   static constexpr std::size_t k_caller_resolves = 8;
+  // How many requests submitted alone one look fulfils (the rest wait for the next look).
+  static constexpr std::size_t k_fulfil_most = 64;
   std::size_t last_finished_ = 0;  // by the last complete_finished
+  std::size_t last_alone_ = 0;     // of them, submitted alone
   // Fulfils up to `most` futures of resolving_ (in order) and retires their requests.
   void resolve_finished(std::size_t most);
   void free_retired();

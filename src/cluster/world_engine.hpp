@@ -192,7 +192,8 @@ class world_engine {
   // How many in-flight requests one turn looks at (each look is a flag or an event query shared
   // by a seal's requests).
   static constexpr std::size_t k_finish_most = 1024;
-  // A caller that finished requests itself fulfils this many at once; the progress thread the rest.
+  // Settled at once where a look finished no more than this many (and by a caller that finished
+  // them itself); a longer run is settled at the end of the progress thread's turn.
   static constexpr std::size_t k_caller_resolves = 8;
   // How many requests submitted alone one look fulfils (the rest wait for the next look).
   static constexpr std::size_t k_fulfil_most = 64;

@@ -297,9 +297,10 @@ class promise {
   bool set_error(error e) { return state_ && state_->fulfil(result<T>(std::move(e))); }
   // After the done mark passed this promise's number: what set_value would do for those the mark
   // does not reach (a waiter asleep, a continuation), and nothing for the rest. A future settled
-  // so reads as fulfilled with success; its state is never fulfilled otherwise.
+  // so reads as fulfilled with success; its state is never fulfilled otherwise. The promise lets
+  // go of the state: it has nothing more to say (and its destructor need not look again).
   void settle() requires std::is_void_v<T> {
-    if (state_) state_->settle();
+    if (state_) std::exchange(state_, nullptr)->settle();
   }
   bool set_result(result<T> r) { return state_ && state_->fulfil(std::move(r)); }
 

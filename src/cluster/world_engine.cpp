@@ -357,7 +357,7 @@ void world_engine::hand_over(Accept&& accept_all) {
     if (assist_hook_) complete_finished(true);
     // The progress thread polls what is left (and is the watchdog for it). What finished here
     // needs nothing from it: kicking it anyway had it take the locks this caller takes next.
-    if (!has_work()) return free_retired();  // (all of them: nothing is open)
+    if (!has_work()) return free_retired(true);  // (all of them: nothing is open)
     // Only the progress thread clears the kick, and only holding issue_mutex_ (as this caller
     // does now): one already set stays set until that thread has looked.
     if (kick_.load(std::memory_order_acquire)) return;
@@ -530,10 +530,10 @@ void world_engine::run() {
     check_health();
     // (All at once where nothing else is open: the next call's requests need not find a backlog.)
     resolve_finished(has_open() ? k_resolve_chunk : resolving_.size());
-    free_retired();
+    free_retired(false);
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
                                        graph_vote_ != nullptr, resolving_.size());
-    busy = has_work();
+    busy = has_work() || !retired_.empty();  // (freeing goes on a chunk a turn, without sleeping)
     issuing.unlock();
     if (before != after) {
       last_change = clock::now();
@@ -1191,11 +1191,15 @@ void world_engine::resolve_finished(std::size_t most) {
   }
 }
 
-void world_engine::free_retired() {
+void world_engine::free_retired(bool all) {
   if (retired_.empty()) return;
-  // While futures wait to be fulfilled, a turn frees only a few requests.
-  // (So does a turn that fulfilled a whole chunk of requests submitted alone: more are finishing.)
-  const std::size_t most = !has_work()                                           ? retired_.size()
+  // A turn frees a chunk, and only a few requests while futures wait to be fulfilled (or after
+  // a turn that fulfilled a whole chunk of requests submitted alone: more are finishing). Even
+  // with nothing open it frees no more than a chunk: the next submit_all call's first part came
+  // while the progress thread freed the last call's 1000 requests in one go, and waited 120 us
+  // to be taken (on one rank: the other waited as long for the plan; eighteenth session's
+  // timelines, docs/benchmarks.md). The loop turns until all are freed (see run()).
+  const std::size_t most = all                                                     ? retired_.size()
                            : !resolving_.empty() || last_alone_ == k_fulfil_most ? 8
                                                                                  : k_free_chunk;
   for (std::size_t i = 0; i < most && !retired_.empty(); ++i) retired_.pop_back();

@@ -170,7 +170,7 @@ class world_engine {
   std::deque<std::unique_ptr<detail::coll_request>> in_flight_;
   // Finished and resolved requests not yet freed: freeing 400 requests (their buffers' and
   // batch's references) took the progress thread 80-100 us, during which the next batch's plan
-  // waited. They are freed a few at a time between turns, and all of them once nothing is open.
+  // waited. They are freed a few at a time between turns (see free_retired).
   std::vector<std::unique_ptr<detail::coll_request>> retired_;
   // Finished requests of submit_all calls whose futures are not settled yet. Requests finish in
   // order, so one store of the last finished sequence number (the done mark, which the futures
@@ -201,7 +201,8 @@ class world_engine {
   std::size_t last_alone_ = 0;     // of them, submitted alone
   // Fulfils up to `most` futures of resolving_ (in order) and retires their requests.
   void resolve_finished(std::size_t most);
-  void free_retired();
+  // Frees a chunk of retired_ (all of it where `all`).
+  void free_retired(bool all);
   // Requests queued or in flight, or an exchange under way (under issue_mutex_).
   bool has_open() const {
     return !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty() || graph_vote_;

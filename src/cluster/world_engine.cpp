@@ -562,7 +562,9 @@ void world_engine::take_inbox_locked() {
     if (inbox_flag_.load(std::memory_order_relaxed)) inbox_flag_.store(false, std::memory_order_relaxed);
     return;
   }
+  for (std::size_t i = 0; i < inbox_.size() && i < k_prefetch_ahead; ++i) inbox_[i]->prefetch();
   while (!inbox_.empty()) {
+    if (inbox_.size() > k_prefetch_ahead) inbox_[k_prefetch_ahead]->prefetch();
     inbox_.front()->stamp(trace_stage::taken);
     enqueue(std::move(inbox_.front()));
     inbox_.pop_front();
@@ -664,7 +666,10 @@ std::size_t world_engine::plan_offer(std::uint8_t* cuts) const {
   const coll_request* first = nullptr;
   std::size_t bytes = 0;
   std::size_t n = 0;
+  const std::size_t ahead = std::min(queue_.size(), most);
   for (const auto& r : queue_) {
+    if (n + k_prefetch_ahead < ahead) queue_[n + k_prefetch_ahead]->prefetch();
+    if (n + k_prefetch_ahead / 2 < ahead) queue_[n + k_prefetch_ahead / 2]->prefetch_buffers();
     if (n == most || !packable(*r)) break;
     // (The buffers first: back to back on one buffer every request conflicts with the one before,
     // and that look takes no lock, where ready() takes one per buffer.)
@@ -1199,7 +1204,7 @@ void world_engine::free_retired(bool all) {
   // while the progress thread freed the last call's 1000 requests in one go, and waited 120 us
   // to be taken (on one rank: the other waited as long for the plan; eighteenth session's
   // timelines, docs/benchmarks.md). The loop turns until all are freed (see run()).
-  const std::size_t most = all                                                     ? retired_.size()
+  const std::size_t most = all                                                   ? retired_.size()
                            : !resolving_.empty() || last_alone_ == k_fulfil_most ? 8
                                                                                  : k_free_chunk;
   for (std::size_t i = 0; i < most && !retired_.empty(); ++i) retired_.pop_back();

@@ -187,6 +187,9 @@ class world_engine {
   static constexpr std::size_t k_resolve_chunk = 256;
   // How many retired requests one turn frees while work is open (freeing 400 took 80-100 us).
   static constexpr std::size_t k_free_chunk = 64;
+  // How many requests ahead the loops over a queue ask for a request's lines (and half as many
+  // for its buffers'): see coll_request::prefetch.
+  static constexpr std::size_t k_prefetch_ahead = 16;
   // The most in flight that a waiting caller completes by asking whether the streams ran dry.
   static constexpr std::size_t k_idle_poll_most = 64;
   // How many in-flight requests one turn looks at (each look is a flag or an event query shared

@@ -57,7 +57,6 @@ struct coll_request {
     if (traced && at == 0) at = clock::now().time_since_epoch().count();
   }
 
-  // "all_reduce #17 (4096 x f32, sum)"
   // Loops over hundreds of requests (a packed batch) run on the progress thread, and another
   // thread made each request, its state and its buffers' write marks: every first touch was a
   // miss in this thread's caches. These ask for the lines a few iterations ahead.
@@ -75,6 +74,7 @@ struct coll_request {
     for (const auto& b : spec.send) __builtin_prefetch(b.get());
   }
 
+  // "all_reduce #17 (4096 x f32, sum)"
   std::string describe() const;
   std::size_t bytes() const { return count * local::size_of(spec.type); }
 };

@@ -72,7 +72,7 @@ struct member {
   // Where packed all_reduces take their pack buffer and copy table: a pool of the backend's own
   // that keeps freed memory. (The device's default pool returns it to the driver at every
   // synchronization, so each packed batch mapped fresh memory: cudaMallocAsync took 80-86 us a
-  // batch on an H100, tests/gpu/probes/pack_issue_probe.cu, against 1-2 us from a kept pool.)
+  // batch on an H100, tests/gpu/probes/pack_issue_probe.cu, against 2.5-5 us from a kept pool.)
   cudaMemPool_t pack_pool = nullptr;
   local::wait_memo waited;  // events the stream already waited on
 };

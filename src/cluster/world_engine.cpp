@@ -1202,7 +1202,7 @@ void world_engine::free_retired(bool all) {
   // a turn that fulfilled a whole chunk of requests submitted alone: more are finishing). Even
   // with nothing open it frees no more than a chunk: the next submit_all call's first part came
   // while the progress thread freed the last call's 1000 requests in one go, and waited 120 us
-  // to be taken (on one rank: the other waited as long for the plan; eighteenth session's
+  // to be taken (on one rank: the other waited as long for the plan; nineteenth session's
   // timelines, docs/benchmarks.md). The loop turns until all are freed (see run()).
   const std::size_t most = all                                                   ? retired_.size()
                            : !resolving_.empty() || last_alone_ == k_fulfil_most ? 8

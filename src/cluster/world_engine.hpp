@@ -185,7 +185,7 @@ class world_engine {
   // next turn, after the plan exchange under way has been looked at (resolving 400 futures in one
   // go held the next batch's agreement back by as long, when each was fulfilled).
   static constexpr std::size_t k_resolve_chunk = 256;
-  // How many retired requests one turn frees while work is open (freeing 400 took 80-100 us).
+  // How many retired requests one turn frees (freeing 400 took 80-100 us; see free_retired).
   static constexpr std::size_t k_free_chunk = 64;
   // How many requests ahead the loops over a queue ask for a request's lines (and half as many
   // for its buffers'): see coll_request::prefetch.

@@ -1,5 +1,6 @@
 #include "atomr/cluster/request_trace.hpp"
 
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -37,6 +38,9 @@ constexpr std::array<std::string_view, k_trace_stages> k_span_names{"",
                                                                     "resolve future"};
 
 // When the request reached stage `s` after the latest stage before it, or -1 if it never reached `s`.
+constexpr std::size_t k_done = static_cast<std::size_t>(trace_stage::done);
+constexpr std::array<std::string_view, 3> k_graph_steps{"eager", "capture", "launch"};
+
 std::int64_t span_from(const traced_request& r, std::size_t s) {
   if (r.at_ns[s] == 0) return -1;
   std::int64_t from = 0;
@@ -48,6 +52,12 @@ std::int64_t span_from(const traced_request& r, std::size_t s) {
 std::int32_t this_thread_id() {
   thread_local const auto id = static_cast<std::int32_t>(::syscall(SYS_gettid));
   return id;
+}
+
+std::array<std::int64_t, 2> this_thread_switches() {
+  rusage u{};
+  if (getrusage(RUSAGE_THREAD, &u) != 0) return {0, 0};
+  return {u.ru_nvcsw, u.ru_nivcsw};
 }
 
 request_trace& request_trace::get() {
@@ -100,7 +110,20 @@ result<void> request_trace::write_json(const std::string& path, int rank) const 
   events.push_back(
       {{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
   for (const auto& r : snapshot()) {
-    const nlohmann::json args{{"seq", r.seq}, {"op", to_string(r.kind)}, {"bytes", r.bytes}, {"batch", r.batch}};
+    nlohmann::json args{{"seq", r.seq}, {"op", to_string(r.kind)}, {"bytes", r.bytes}, {"batch", r.batch}};
+    if (r.graph >= 0) args["graph"] = k_graph_steps[static_cast<std::size_t>(r.graph) % k_graph_steps.size()];
+    auto done_args = args;
+    done_args["looks"] = r.looks;
+    if (r.last_look_ns != 0 && r.at_ns[k_done] != 0) {
+      done_args["last_look_us_before"] = static_cast<double>(r.at_ns[k_done] - r.last_look_ns) / 1e3;
+    }
+    if (r.done_look_ns != 0 && r.at_ns[k_done] != 0) {
+      done_args["done_look_us_before"] = static_cast<double>(r.at_ns[k_done] - r.done_look_ns) / 1e3;
+    }
+    if (r.voluntary_switches >= 0) {
+      done_args["voluntary_switches"] = r.voluntary_switches;
+      done_args["involuntary_switches"] = r.involuntary_switches;
+    }
     for (std::size_t s = 1; s < k_trace_stages; ++s) {
       const auto from = span_from(r, s);
       if (from < 0) continue;
@@ -111,8 +134,10 @@ result<void> request_trace::write_json(const std::string& path, int rank) const 
                         {"ts", static_cast<double>(from) / 1e3},
                         {"dur", static_cast<double>(r.at_ns[s] - from) / 1e3},
                         {"pid", rank},
-                        {"tid", caller ? r.caller_thread : r.progress_thread},
-                        {"args", args}});
+                        {"tid", caller                              ? r.caller_thread
+                                : s == k_done && r.done_thread != 0 ? r.done_thread
+                                                                    : r.progress_thread},
+                        {"args", s == k_done ? done_args : args}});
     }
   }
   std::ofstream out(path);

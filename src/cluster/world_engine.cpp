@@ -1,7 +1,10 @@
 #include "world_engine.hpp"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 
 #include "atomr/cluster/liveness.hpp"
 #include "atomr/cluster/mpi_check.hpp"
@@ -9,6 +12,8 @@
 #include "atomr/common/pointer_set.hpp"
 #include "atomr/common/spin.hpp"
 #include "atomr/common/tunables.hpp"
+#include "atomr/local/devices.hpp"
+#include "atomr/local/topology/irq_cpus.hpp"
 
 namespace atomr::cluster {
 namespace {
@@ -185,6 +190,16 @@ void world_engine::assist() {
   assisted_.mark();
   std::unique_lock issuing(issue_mutex_, std::try_to_lock);
   if (!issuing.owns_lock()) return;
+  const bool tracing = request_trace::get().on();
+  const auto began = tracing ? clock::now() : clock::time_point{};
+  struct noter {
+    world_engine& e;
+    bool on;
+    clock::time_point began;
+    ~noter() {
+      if (on) e.slow_spans_.note(slow_phase::assist, clock::now() - began);
+    }
+  } noted{*this, tracing, began};
   const bool took = take_inbox();
   // No seal where the waiting caller can ask whether the device queues ran dry instead
   // (idle_poll_covers). Anything else is sealed now: the progress thread keeps off the issue
@@ -234,7 +249,30 @@ world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backen
   // frees the requests) for every request, a cache line the two threads pulled back and forth.
   hook_ = keep_forever(this);
   if (detail::wait_assist_enabled()) assist_hook_ = std::shared_ptr<assist_hook>(std::shared_ptr<assist_hook>(), hook_);
-  thread_ = std::thread([this] { run(); });
+  irq_cpus_ = gpu_interrupt_cpus();
+  if (!irq_cpus_.empty()) {
+    const auto taken = local::avoid_cpus(irq_cpus_);
+    log::get("cluster")->debug(
+        "GPU interrupts go to cpus {}; the world's threads keep off them (the creating thread: {})",
+        fmt::join(irq_cpus_, ","), taken.empty() ? "none" : fmt::format("{}", fmt::join(taken, ",")));
+  }
+  thread_ = std::thread([this] {
+    (void)local::avoid_cpus(irq_cpus_);
+    run();
+  });
+}
+
+std::vector<int> world_engine::gpu_interrupt_cpus() const {
+  if (tunable_value(tunables::avoid_irq_cpus) == "0") return {};
+  if (std::none_of(members_.begin(), members_.end(),
+                   [](const local::device& m) { return m.kind() == local::device_kind::cuda; })) {
+    return {};
+  }
+  std::vector<std::string> ids;
+  if (auto probe = local::probe_cuda_devices()) {
+    for (const auto& d : probe->devices) ids.push_back(d.pci_bus_id);
+  }
+  return local::gpu_interrupt_cpus(ids);
 }
 
 world_engine::~world_engine() {
@@ -260,6 +298,11 @@ world_engine::~world_engine() {
     for (auto& n : notices_) (void)n.release();
   }
   write_trace();
+  if (request_trace::get().on()) {
+    log::get("cluster")->info("progress spans over {} us (count/longest us): {}",
+                              std::chrono::duration_cast<std::chrono::microseconds>(k_slow_span).count(),
+                              slow_spans_.describe());
+  }
   // Kept for a shrink that did not come: end its unfinished work now.
   if (kept_.load(std::memory_order_acquire)) backend_->abort();
   if (failure_) {
@@ -267,6 +310,17 @@ world_engine::~world_engine() {
     return;
   }
   if (control_ != MPI_COMM_NULL) MPI_Comm_free(&control_);
+}
+
+std::string world_engine::slow_span_counts::describe() const {
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto c = count[i].load(std::memory_order_relaxed);
+    if (c == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}/{:.1f}", names[i], c, static_cast<double>(longest_ns[i].load()) / 1e3);
+  }
+  return out.empty() ? "none" : out;
 }
 
 void world_engine::write_trace() const {
@@ -279,6 +333,12 @@ void world_engine::write_trace() const {
     log::get("cluster")->warn("request timeline: {}", r.error_value().describe());
   } else {
     log::get("cluster")->debug("request timeline written to {}", path);
+  }
+  std::ofstream spans(path + ".spans");
+  std::lock_guard lock(const_cast<slow_span_counts&>(slow_spans_).kept_mutex);
+  for (const auto& k : slow_spans_.kept) {
+    spans << k.thread << ' ' << slow_span_counts::names[static_cast<std::size_t>(k.phase)] << ' ' << k.start_ns << ' '
+          << k.ns << '\n';
   }
 }
 
@@ -453,12 +513,25 @@ void world_engine::run() {
   // cores the callers need.
   constexpr unsigned k_looks = 32;
   std::vector<std::function<void()>> tasks;
+  // ATOMR_TRACE: where the loop's time goes, in spans over k_slow_span (see slow_spans_).
+  clock::time_point span_start{};
+  clock::time_point missed_since{};  // the issue lock was missed in every turn since
+  bool tracing = false;
+  auto span = [&](slow_phase p) {
+    if (!tracing) return;
+    const auto t = clock::now();
+    slow_spans_.note(p, t - span_start);
+    span_start = t;
+  };
   while (true) {
     tasks.clear();
+    tracing = request_trace::get().on();
+    if (tracing) span_start = clock::now();
     if (!busy && !flagged()) {
       const auto until = last_change + k_idle_spin;
       for (unsigned i = 1; !flagged() && ((i % k_looks) != 0 || clock::now() < until); ++i) relax();
     }
+    span(slow_phase::idle_spin);
     auto now = clock::now();
     // A caller is polling for its own request (assist): leave the issue lock and MPI to it, but
     // keep the watchdog's turn (deadlines, failure notices) every 100 us.
@@ -475,6 +548,7 @@ void world_engine::run() {
         if (outside_flag_.load(std::memory_order_acquire)) break;
         relax();
       }
+      span(slow_phase::keep_off);
       continue;
     }
     const auto quiet = now - last_change;
@@ -508,6 +582,7 @@ void world_engine::run() {
         });
       }
     }
+    span(slow_phase::sleep);
     // A caller issuing right now holds the lock: look again soon rather than wait for it.
     std::unique_lock issuing(issue_mutex_, std::try_to_lock);
     if (!issuing.owns_lock()) {
@@ -516,21 +591,32 @@ void world_engine::run() {
       } else {
         busy = true;
         relax();
+        if (tracing && missed_since == clock::time_point{}) missed_since = span_start;
         continue;
       }
+    }
+    if (tracing && missed_since != clock::time_point{}) {
+      slow_spans_.note(slow_phase::lock_missed, clock::now() - missed_since);
+      missed_since = {};
     }
     if (kick_.exchange(false, std::memory_order_acq_rel)) last_change = clock::now();
     for (auto& t : tasks) t();
     const auto before = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
                                         graph_vote_ != nullptr, resolving_.size());
+    span(slow_phase::tasks);
     take_inbox();
+    span(slow_phase::take_inbox);
     issue_ready();
+    span(slow_phase::issue_ready);
     complete_finished();
+    span(slow_phase::complete);
     issue_released();
     check_health();
+    span(slow_phase::health);
     // (All at once where nothing else is open: the next call's requests need not find a backlog.)
     resolve_finished(has_open() ? k_resolve_chunk : resolving_.size());
     free_retired(false);
+    span(slow_phase::resolve_free);
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
                                        graph_vote_ != nullptr, resolving_.size());
     busy = has_work() || !retired_.empty();  // (freeing goes on a chunk a turn, without sleeping)
@@ -978,6 +1064,7 @@ void world_engine::issue_batch(std::size_t n) {
   if (graph_decided_) {
     const auto [step, id] = *graph_decided_;
     graph_decided_.reset();
+    batch.front()->trace.graph = static_cast<std::int8_t>(step);
     issued = backend_->issue_graph(*batch.front(), waits, step, id);
     if (issued && step == detail::comm_backend::graph_step::capture) {
       stats_.graph_captures.fetch_add(1, std::memory_order_release);
@@ -1136,12 +1223,34 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
   for (; !failed && n < in_flight_.size() && n < k_finish_most; ++n) {
     const bool is_alone = in_flight_[n]->together == 0;
     if (is_alone && alone == k_fulfil_most) break;
+    const auto look_began = in_flight_[n]->traced ? clock::now().time_since_epoch().count() : 0;
     auto finished = backend_->test(*in_flight_[n]);
+    if (look_began != 0) {
+      slow_spans_.note(slow_phase::query, clock::now() - clock::time_point(clock::duration(look_began)));
+    }
     if (!finished) {
       failed = finished.error_value().with_context("waiting for " + in_flight_[n]->describe());
       break;
     }
-    if (!*finished) break;
+    if (!*finished) {
+      if (auto& r = *in_flight_[n]; r.traced) {
+        ++r.trace.looks;
+        r.trace.last_look_ns = clock::now().time_since_epoch().count();
+        const auto switches = this_thread_switches();
+        r.trace.last_look_thread = this_thread_id();
+        r.trace.last_look_switches[0] = switches[0];
+        r.trace.last_look_switches[1] = switches[1];
+      }
+      break;
+    }
+    if (auto& r = *in_flight_[n]; r.traced) {
+      r.trace.done_look_ns = look_began;
+      if (r.trace.last_look_thread == this_thread_id()) {
+        const auto switches = this_thread_switches();
+        r.trace.voluntary_switches = static_cast<std::int32_t>(switches[0] - r.trace.last_look_switches[0]);
+        r.trace.involuntary_switches = static_cast<std::int32_t>(switches[1] - r.trace.last_look_switches[1]);
+      }
+    }
     if (is_alone) ++alone;
   }
   last_alone_ = alone;
@@ -1156,7 +1265,10 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
     auto& r = *in_flight_[i];
     if (!r.writes_published) publish_writes(r, {});
     completed_seq_ = r.seq;
-    r.stamp(trace_stage::done);
+    if (r.traced) {
+      r.stamp(trace_stage::done);
+      r.trace.done_thread = this_thread_id();
+    }
     marked = marked || r.together != 0;
   }
   // (Sequentially consistent: see promise::set_done_mark.)
@@ -1166,7 +1278,9 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
     if (r.together != 0) {
       resolving_.push_back(std::move(in_flight_.front()));
     } else {
+      const auto fulfil_began = r.traced ? clock::now() : clock::time_point{};
       r.done.set_value();
+      if (r.traced) slow_spans_.note(slow_phase::fulfil, clock::now() - fulfil_began);
       if (r.traced) {
         r.stamp(trace_stage::resolved);
         request_trace::get().add(r.trace);

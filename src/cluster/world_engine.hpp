@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "atomr/cluster/request_trace.hpp"
 #include "comm_backend.hpp"
 #include "host_allreduce.hpp"
 #include "wait_assist.hpp"
@@ -295,6 +296,68 @@ class world_engine {
   std::map<std::array<std::uint64_t, 3>, graph_pace> graph_paces_;
   // ATOMR_TRACE: this rank's request timeline, as it stands, to its file.
   void write_trace() const;
+  // ATOMR_TRACE: the progress loop's phases (and callers' assisting turns) that took longer than
+  // k_slow_span, counted per phase with the longest, logged when the world ends: a request
+  // whose completion was seen late shows where the looking thread was instead.
+  enum class slow_phase : std::uint8_t {
+    idle_spin,
+    keep_off,
+    sleep,
+    lock_missed,
+    tasks,
+    take_inbox,
+    issue_ready,
+    complete,
+    health,
+    resolve_free,
+    assist,
+    query,   // one backend test() of a traced request (inside complete)
+    fulfil,  // one traced request's future fulfilled (inside complete)
+    count
+  };
+  static constexpr auto k_slow_span = std::chrono::microseconds(10);
+  struct slow_span_counts {
+    static constexpr std::size_t n = static_cast<std::size_t>(slow_phase::count);
+    std::array<std::atomic<std::uint64_t>, n> count{}, longest_ns{};
+    // The last k_kept slow spans, for the timeline (a text file beside it: <path>.spans).
+    struct kept_span {
+      std::int64_t start_ns;
+      std::int64_t ns;
+      std::int32_t thread;
+      slow_phase phase;
+    };
+    static constexpr std::size_t k_kept = 16384;
+    std::mutex kept_mutex;
+    std::vector<kept_span> kept;
+    std::size_t kept_next = 0;
+    void note(slow_phase p, std::chrono::steady_clock::duration d) {
+      if (d < k_slow_span) return;
+      {
+        const auto end = std::chrono::steady_clock::now().time_since_epoch();
+        const kept_span k{std::chrono::duration_cast<std::chrono::nanoseconds>(end - d).count(),
+                          std::chrono::duration_cast<std::chrono::nanoseconds>(d).count(), this_thread_id(), p};
+        std::lock_guard lock(kept_mutex);
+        if (kept.size() < k_kept) {
+          kept.push_back(k);
+        } else {
+          kept[kept_next] = k;
+          kept_next = (kept_next + 1) % k_kept;
+        }
+      }
+      const auto i = static_cast<std::size_t>(p);
+      count[i].fetch_add(1, std::memory_order_relaxed);
+      const auto ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+      auto seen = longest_ns[i].load(std::memory_order_relaxed);
+      while (ns > seen && !longest_ns[i].compare_exchange_weak(seen, ns, std::memory_order_relaxed)) {
+      }
+    }
+    std::string describe() const;
+    // (Spaces become '_' in the spans file.)
+    static constexpr std::array<const char*, n> names{
+        "idle_spin", "keep_off", "sleep",        "lock_missed", "tasks", "take_inbox", "issue",
+        "complete",  "health",   "resolve_free", "assist",      "query", "fulfil"};
+  };
+  slow_span_counts slow_spans_;
   // Posts this rank's offer; false (the world failed) if MPI refused it.
   bool post_exchange(exchange& ex, const detail::coll_request* head);
   // The agreed plan for the requests at the head of queue_: 1 where a request starts a batch.
@@ -310,6 +373,13 @@ class world_engine {
   std::uint64_t completed_seq_ = 0;  // the last request completed here
   // A failure notice from another rank, with the last request that rank completed.
   std::optional<std::pair<std::uint64_t, error>> peer_failure_;
+  // The CPUs that take the node's GPU interrupts (local::gpu_interrupt_cpus; ATOMR_AVOID_IRQ_CPUS):
+  // a CUDA graph launch raises one as it completes, and a thread polling on such a CPU (this
+  // rank's GPU's or another's) stalled 35-45 us per request (twentieth session). The progress
+  // thread keeps off them, as does the thread that creates the world (the caller, usually),
+  // where their affinity allows.
+  std::vector<int> irq_cpus_;
+  std::vector<int> gpu_interrupt_cpus() const;
   std::thread thread_;
 };
 

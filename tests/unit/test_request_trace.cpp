@@ -102,6 +102,43 @@ TEST_F(RequestTrace, WritesOneSpanPerStageAsChromeTraceJson) {
   EXPECT_DOUBLE_EQ(spans[0].at("ts").get<double>(), 1000.0);  // us
 }
 
+TEST_F(RequestTrace, TheDeviceSpanSaysWhoLookedAndWhen) {
+  auto& t = request_trace::get();
+  t.enable(8);
+  auto r = request(9, 1'000'000, {0, 1000, 2000, 3000, 4000, 5000, 6000, 7000});
+  const auto done = r.at_ns[static_cast<std::size_t>(trace_stage::done)];
+  r.done_thread = 33;
+  r.looks = 4;
+  r.last_look_ns = done - 40'000;  // nobody looked for 40 us before it was seen done
+  r.done_look_ns = done - 2'000;
+  r.voluntary_switches = 0;
+  r.involuntary_switches = 1;
+  r.graph = 2;
+  t.add(r);
+  t.add(request(10, 2'000'000, {0, 1000, 2000, 3000, 4000, 5000, 6000, 7000}));  // none of it
+  const auto path = (std::filesystem::temp_directory_path() / "atomr_trace_look_test.rank0.json").string();
+  ASSERT_TRUE(t.write_json(path, 0));
+  std::ifstream in(path);
+  const auto doc = nlohmann::json::parse(in);
+  std::filesystem::remove(path);
+  std::vector<nlohmann::json> device;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.value("name", "") == "on the device") device.push_back(e);
+  }
+  ASSERT_EQ(device.size(), 2U);
+  EXPECT_EQ(device[0].at("tid"), 33);  // the thread that saw it done, not the issuing one
+  EXPECT_EQ(device[0].at("args").at("looks"), 4);
+  EXPECT_DOUBLE_EQ(device[0].at("args").at("last_look_us_before").get<double>(), 40.0);
+  EXPECT_DOUBLE_EQ(device[0].at("args").at("done_look_us_before").get<double>(), 2.0);
+  EXPECT_EQ(device[0].at("args").at("involuntary_switches"), 1);
+  EXPECT_EQ(device[0].at("args").at("graph"), "launch");
+  EXPECT_EQ(device[1].at("tid"), 22);  // no done thread recorded: the issuing thread's
+  EXPECT_EQ(device[1].at("args").at("looks"), 0);
+  EXPECT_FALSE(device[1].at("args").contains("last_look_us_before"));
+  EXPECT_FALSE(device[1].at("args").contains("graph"));
+  EXPECT_FALSE(device[1].at("args").contains("voluntary_switches"));
+}
+
 TEST_F(RequestTrace, ABadRingSizeIsRefused) {
   ::setenv("ATOMR_TRACE", "/tmp/atomr_trace_unused", 1);
   ::setenv("ATOMR_TRACE_REQUESTS", "0", 1);

@@ -1,9 +1,15 @@
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 
 #include "atomr/local/devices.hpp"
+#include "atomr/local/topology/irq_cpus.hpp"
 #include "atomr/local/topology/p2p_graph.hpp"
 
 namespace atomr::local {
@@ -133,3 +139,103 @@ TEST(Topology, ThisMachine) {
 
 }  // namespace
 }  // namespace atomr::local
+
+// --- Interrupt CPUs (atomr::local::interrupt_cpus) ------------------------------------------------------
+
+namespace {
+
+// A proc directory of its own: interrupts and each IRQ's affinity files.
+class fake_proc {
+ public:
+  fake_proc() {
+    char tmpl[] = "/tmp/atomr_proc_XXXXXX";
+    root_ = ::mkdtemp(tmpl);
+  }
+  ~fake_proc() { std::filesystem::remove_all(root_); }
+  void write(const std::string& rel, const std::string& text) {
+    const auto path = std::filesystem::path(root_) / rel;
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path) << text;
+  }
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
+
+constexpr const char* k_interrupts =
+    "           CPU0       CPU1       CPU2       CPU3\n"
+    "  42:          0          0       3228          0  PCI-MSIX-0000:00:07.0    0-edge      nvidia\n"
+    "  43:          0          0          0       3442  PCI-MSIX-0000:00:06.0    0-edge      nvidia\n"
+    "  44:          0          0          0          0  PCI-MSIX-0000:00:07.0    1-edge      nvidia\n"
+    "  45:          0          0          0          0  PCI-MSIX-0000:00:06.0    1-edge      nvidia\n"
+    " NMI:          0          0          0          0   Non-maskable interrupts\n";
+
+}  // namespace
+
+TEST(InterruptCpus, ParsesCpuLists) {
+  EXPECT_EQ(atomr::local::parse_cpu_list("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(atomr::local::parse_cpu_list("14"), (std::vector<int>{14}));
+  EXPECT_TRUE(atomr::local::parse_cpu_list("").empty());
+  EXPECT_TRUE(atomr::local::parse_cpu_list("3-1").empty());
+  EXPECT_TRUE(atomr::local::parse_cpu_list("a,b").empty());
+  EXPECT_TRUE(atomr::local::parse_cpu_list("0-99999999").empty());
+}
+
+TEST(InterruptCpus, TakesTheFiredVectorsOfTheDevice) {
+  fake_proc proc;
+  proc.write("interrupts", k_interrupts);
+  proc.write("irq/42/effective_affinity_list", "2\n");
+  proc.write("irq/43/effective_affinity_list", "3\n");
+  proc.write("irq/44/effective_affinity_list", "1\n");  // never fired: not counted
+  EXPECT_EQ(atomr::local::interrupt_cpus("0000:00:07.0", proc.root()), (std::vector<int>{2}));
+  EXPECT_EQ(atomr::local::interrupt_cpus("0000:00:06.0", proc.root()), (std::vector<int>{3}));
+  EXPECT_TRUE(atomr::local::interrupt_cpus("0000:00:08.0", proc.root()).empty());
+  EXPECT_TRUE(atomr::local::interrupt_cpus("", proc.root()).empty());
+}
+
+TEST(InterruptCpus, FirstVectorWhereNoneFiredAndNarrowAffinityOnly) {
+  fake_proc proc;
+  proc.write("interrupts",
+             "           CPU0       CPU1\n"
+             "  50:          0          0  PCI-MSIX-0000:3B:00.0    0-edge      nvidia\n"
+             "  51:          0          0  PCI-MSIX-0000:3B:00.0    1-edge      nvidia\n");
+  proc.write("irq/50/smp_affinity_list", "1\n");  // no effective affinity file: the allowed one
+  proc.write("irq/51/effective_affinity_list", "0\n");
+  EXPECT_EQ(atomr::local::interrupt_cpus("0000:3b:00.0", proc.root()), (std::vector<int>{1}));
+}
+
+TEST(InterruptCpus, EveryGpusInterruptsCount) {
+  fake_proc proc;
+  proc.write("interrupts", k_interrupts);
+  proc.write("irq/42/effective_affinity_list", "2\n");
+  proc.write("irq/43/effective_affinity_list", "3\n");
+  // Another rank's GPU (00:06.0, not in the list) takes CPU 3: avoided as well.
+  EXPECT_EQ(atomr::local::gpu_interrupt_cpus({"0000:00:07.0"}, proc.root()), (std::vector<int>{2, 3}));
+  EXPECT_EQ(atomr::local::interrupt_cpus("NVIDIA", proc.root()), (std::vector<int>{2, 3}));
+}
+
+TEST(InterruptCpus, MissingProcSaysNothing) {
+  EXPECT_TRUE(atomr::local::interrupt_cpus("0000:00:07.0", "/nonexistent/proc").empty());
+}
+
+TEST(InterruptCpus, AvoidKeepsAtLeastOneCpu) {
+  cpu_set_t before;
+  CPU_ZERO(&before);
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(before), &before), 0);
+  std::vector<int> allowed;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &before)) allowed.push_back(c);
+  }
+  // Every allowed CPU: nothing is taken (the thread must run somewhere).
+  EXPECT_TRUE(atomr::local::avoid_cpus(allowed).empty());
+  if (allowed.size() >= 2) {
+    EXPECT_EQ(atomr::local::avoid_cpus({allowed.front()}), (std::vector<int>{allowed.front()}));
+    cpu_set_t after;
+    CPU_ZERO(&after);
+    ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(after), &after), 0);
+    EXPECT_FALSE(CPU_ISSET(allowed.front(), &after));
+    EXPECT_EQ(CPU_COUNT(&after), CPU_COUNT(&before) - 1);
+  }
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(before), &before), 0);
+}

@@ -39,9 +39,24 @@ struct traced_request {
   std::uint64_t seq = 0;
   std::uint64_t bytes = 0;
   coll_kind kind = coll_kind::barrier;
-  std::uint32_t batch = 1;         // requests issued together with it (packed or grouped), itself included
-  std::int32_t caller_thread = 0;  // Linux thread ids
-  std::int32_t progress_thread = 0;
+  std::uint32_t batch = 1;           // requests issued together with it (packed or grouped), itself included
+  std::int32_t caller_thread = 0;    // Linux thread ids
+  std::int32_t progress_thread = 0;  // the thread that issued it
+  std::int32_t done_thread = 0;      // the thread that found it done (a waiting caller, or the progress thread)
+  // Looks that found it still running, and when the last of them was (0: none): a last look
+  // well before "done" means that nobody looked meanwhile, not that the device was late.
+  std::uint32_t looks = 0;
+  std::int64_t last_look_ns = 0;
+  std::int64_t done_look_ns = 0;  // when the look that found it done began
+  // Context switches of the thread that found it done, between its last look and that one
+  // (voluntary: it slept or blocked; involuntary: it was preempted); -1 where another thread looked.
+  std::int32_t voluntary_switches = -1;
+  std::int32_t involuntary_switches = -1;
+  std::int32_t last_look_thread = 0;
+  std::int64_t last_look_switches[2] = {0, 0};
+  // How a CUDA graph vote had it issued: -1 no vote; else comm_backend::graph_step (0 eager,
+  // 1 capture, 2 launch).
+  std::int8_t graph = -1;
 };
 
 class request_trace {
@@ -83,5 +98,7 @@ std::array<double, k_trace_stages> stage_medians(const std::vector<traced_reques
 
 // The calling thread's Linux id.
 std::int32_t this_thread_id();
+// The calling thread's context switches so far: voluntary, involuntary (getrusage(RUSAGE_THREAD)).
+std::array<std::int64_t, 2> this_thread_switches();
 
 }  // namespace atomr::cluster

@@ -46,6 +46,10 @@ inline constexpr tunable host_rd_bytes{
 inline constexpr tunable nccl_blocking{
     "nccl_blocking", "ATOMR_NCCL_BLOCKING", "1",
     "1: blocking NCCL communicators (a blocked call is aborted at its deadline); 0: nonblocking (slow enqueue)"};
+inline constexpr tunable avoid_irq_cpus{
+    "avoid_irq_cpus", "ATOMR_AVOID_IRQ_CPUS", "1",
+    "1: a world's progress thread and the thread that creates it keep off the CPUs that take the node's GPU "
+    "interrupts (where others are allowed); 0: they run wherever the scheduler puts them"};
 inline constexpr tunable nccl_graphs{
     "nccl_graphs", "ATOMR_NCCL_GRAPHS", "1",
     "NCCL (blocking communicators): a collective the ranks repeat on the same buffers is captured once and "
@@ -141,7 +145,8 @@ inline constexpr std::array k_all{&log,
                                   &nccl_scalable_ranks,
                                   &nccl_ranks_per_id,
                                   &nccl_graphs,
-                                  &nccl_graph_bytes};
+                                  &nccl_graph_bytes,
+                                  &avoid_irq_cpus};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

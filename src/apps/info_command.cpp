@@ -40,7 +40,8 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
         ranks.add_row(
             {std::to_string(id.world_rank), std::to_string(id.node_id), id.hostname,
              std::to_string(id.local_rank) + "/" + std::to_string(id.local_size), std::to_string(r.host.cores),
-             "cpus " + r.cpus + " (" + std::to_string(r.cpu_count) + ", waits " + (r.spins ? "spin" : "yield") + ")",
+             "cpus " + r.cpus + " (" + std::to_string(r.cpu_count) + ", waits " + (r.spins ? "spin" : "yield") + ")" +
+                 (r.gpu_irq_cpus.empty() ? "" : ", world threads not on " + r.gpu_irq_cpus + " (GPU interrupts)"),
              describe_device(r.devices[d])});
       } else {
         ranks.add_row({"", "", "", "", "", "", describe_device(r.devices[d])});
@@ -52,7 +53,8 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
   for (const auto& reason : no_gpu_reasons) os << "no GPU: " << reason << '\n';
   os << "(a rank's caller, world progress and NCCL threads share its cpus; with fewer than " << spin_relax::k_plenty
      << " per rank (unbound ranks share the node's) they yield while they wait, else they spin: "
-        "docs/benchmarks.md)\n";
+        "docs/benchmarks.md; a world's progress thread and the thread that creates it keep off the CPUs that take "
+        "GPU interrupts, ATOMR_AVOID_IRQ_CPUS)\n";
 
   // How a token fetch travels between each pair (buffer_registry.hpp): within a rank a device
   // or peer copy; between GPU ranks of one node CUDA IPC (unless ATOMR_CUDA_IPC=0); between other

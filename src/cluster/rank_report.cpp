@@ -6,6 +6,7 @@
 #include "atomr/cluster/gather.hpp"
 #include "atomr/cluster/versions.hpp"
 #include "atomr/common/spin.hpp"
+#include "atomr/local/topology/irq_cpus.hpp"
 
 namespace atomr::cluster {
 
@@ -24,6 +25,7 @@ result<rank_report> probe_rank_report(const node_identity& identity) {
   r.nccl_version = nccl_library_version();
   r.cpus = spin_relax::cpu_list(&r.cpu_count);
   r.spins = spin_relax::plenty();
+  r.gpu_irq_cpus = local::cpu_list_text(local::cpus_to_avoid());
   return r;
 }
 

@@ -12,7 +12,6 @@
 #include "atomr/common/pointer_set.hpp"
 #include "atomr/common/spin.hpp"
 #include "atomr/common/tunables.hpp"
-#include "atomr/local/devices.hpp"
 #include "atomr/local/topology/irq_cpus.hpp"
 
 namespace atomr::cluster {
@@ -263,16 +262,11 @@ world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backen
 }
 
 std::vector<int> world_engine::gpu_interrupt_cpus() const {
-  if (tunable_value(tunables::avoid_irq_cpus) == "0") return {};
   if (std::none_of(members_.begin(), members_.end(),
                    [](const local::device& m) { return m.kind() == local::device_kind::cuda; })) {
     return {};
   }
-  std::vector<std::string> ids;
-  if (auto probe = local::probe_cuda_devices()) {
-    for (const auto& d : probe->devices) ids.push_back(d.pci_bus_id);
-  }
-  return local::gpu_interrupt_cpus(ids);
+  return local::cpus_to_avoid();
 }
 
 world_engine::~world_engine() {

@@ -182,6 +182,13 @@ TEST(InterruptCpus, ParsesCpuLists) {
   EXPECT_TRUE(atomr::local::parse_cpu_list("0-99999999").empty());
 }
 
+TEST(InterruptCpus, WritesCpuListsBack) {
+  EXPECT_EQ(atomr::local::cpu_list_text({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(atomr::local::cpu_list_text({17, 20}), "17,20");
+  EXPECT_EQ(atomr::local::cpu_list_text({}), "");
+  EXPECT_EQ(atomr::local::parse_cpu_list(atomr::local::cpu_list_text({4, 5, 6, 9})), (std::vector<int>{4, 5, 6, 9}));
+}
+
 TEST(InterruptCpus, TakesTheFiredVectorsOfTheDevice) {
   fake_proc proc;
   proc.write("interrupts", k_interrupts);

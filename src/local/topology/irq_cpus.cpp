@@ -11,6 +11,9 @@
 #include <set>
 #include <sstream>
 
+#include "atomr/common/tunables.hpp"
+#include "atomr/local/devices.hpp"
+
 namespace atomr::local {
 
 namespace {
@@ -55,6 +58,19 @@ std::vector<int> parse_cpu_list(std::string_view text) {
     for (int c = lo; c <= hi; ++c) out.insert(c);
   }
   return {out.begin(), out.end()};
+}
+
+std::string cpu_list_text(const std::vector<int>& cpus) {
+  std::string out;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(cpus[i]);
+    if (j > i) out += '-' + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
 }
 
 std::vector<int> interrupt_cpus(std::string_view source, const std::string& proc) {
@@ -107,6 +123,15 @@ std::vector<int> gpu_interrupt_cpus(const std::vector<std::string>& pci_bus_ids,
   }
   for (int c : interrupt_cpus("nvidia", proc)) out.insert(c);
   return {out.begin(), out.end()};
+}
+
+std::vector<int> cpus_to_avoid() {
+  if (tunable_value(tunables::avoid_irq_cpus) == "0") return {};
+  auto probe = probe_cuda_devices();
+  if (!probe || probe->devices.empty()) return {};
+  std::vector<std::string> ids;
+  for (const auto& d : probe->devices) ids.push_back(d.pci_bus_id);
+  return gpu_interrupt_cpus(ids);
 }
 
 std::vector<int> avoid_cpus(const std::vector<int>& cpus) {

@@ -28,10 +28,14 @@ struct rank_report {
   std::string cpus;
   int cpu_count = 0;
   bool spins = false;
+  // The CPUs that take the node's GPU interrupts, which a world's threads keep off
+  // (local::gpu_interrupt_cpus, ATOMR_AVOID_IRQ_CPUS); empty where none are known or it is off.
+  std::string gpu_irq_cpus;
 
   template <typename Archive>
   void serialize(Archive& ar) {
-    ar(identity, host, devices, no_gpu_reason, local_versions, mpi_version, nccl_version, cpus, cpu_count, spins);
+    ar(identity, host, devices, no_gpu_reason, local_versions, mpi_version, nccl_version, cpus, cpu_count, spins,
+       gpu_irq_cpus);
   }
 };
 

@@ -37,10 +37,11 @@ constexpr std::array<std::string_view, k_trace_stages> k_span_names{"",
                                                                     "on the device",
                                                                     "resolve future"};
 
-// When the request reached stage `s` after the latest stage before it, or -1 if it never reached `s`.
 constexpr std::size_t k_done = static_cast<std::size_t>(trace_stage::done);
+// traced_request::graph's names (comm_backend::graph_step's order).
 constexpr std::array<std::string_view, 3> k_graph_steps{"eager", "capture", "launch"};
 
+// When the request reached stage `s` after the latest stage before it, or -1 if it never reached `s`.
 std::int64_t span_from(const traced_request& r, std::size_t s) {
   if (r.at_ns[s] == 0) return -1;
   std::int64_t from = 0;

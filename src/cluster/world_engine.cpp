@@ -329,7 +329,7 @@ void world_engine::write_trace() const {
     log::get("cluster")->debug("request timeline written to {}", path);
   }
   std::ofstream spans(path + ".spans");
-  std::lock_guard lock(const_cast<slow_span_counts&>(slow_spans_).kept_mutex);
+  std::lock_guard lock(slow_spans_.kept_mutex);
   for (const auto& k : slow_spans_.kept) {
     spans << k.thread << ' ' << slow_span_counts::names[static_cast<std::size_t>(k.phase)] << ' ' << k.start_ns << ' '
           << k.ns << '\n';
@@ -1274,8 +1274,8 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
     } else {
       const auto fulfil_began = r.traced ? clock::now() : clock::time_point{};
       r.done.set_value();
-      if (r.traced) slow_spans_.note(slow_phase::fulfil, clock::now() - fulfil_began);
       if (r.traced) {
+        slow_spans_.note(slow_phase::fulfil, clock::now() - fulfil_began);
         r.stamp(trace_stage::resolved);
         request_trace::get().add(r.trace);
       }

@@ -327,7 +327,7 @@ class world_engine {
       slow_phase phase;
     };
     static constexpr std::size_t k_kept = 16384;
-    std::mutex kept_mutex;
+    mutable std::mutex kept_mutex;
     std::vector<kept_span> kept;
     std::size_t kept_next = 0;
     void note(slow_phase p, std::chrono::steady_clock::duration d) {

@@ -144,6 +144,28 @@ class comm_backend {
     (void)id;
     return issue(r, waits);
   }
+  // Chains: requests every rank issues alone, one after another, replayed as one graph of all
+  // their calls in order. Back to back, one graph per request ran 8-11 us apart on the GPUs of the
+  // two-GPU machine and a graph of 8 or 16 ran them 5.7-5.9 us apart, with one launch for all
+  // (docs/benchmarks.md, twenty-first session). A backend offers chains only where a request
+  // issued after another runs after it (its streams keep the order), so that a chain's requests
+  // may depend on each other. Keys, captures and the three steps are as for one request.
+  virtual bool graph_chains() const { return false; }
+  virtual graph_holding graph_lookup_chain(std::span<const coll_request* const> chain) {
+    (void)chain;
+    return {};
+  }
+  // The chain's requests went one by one (the next vote that finds every rank saw it captures it).
+  virtual void graph_note_chain(std::span<const coll_request* const> chain) { (void)chain; }
+  // Captures (and launches) or launches the chain's graph, after `waits`; never eager.
+  virtual result<void> issue_graph_chain(std::span<coll_request* const> chain, const member_waits& waits,
+                                         graph_step step, std::uint64_t id) {
+    (void)chain;
+    (void)waits;
+    (void)step;
+    (void)id;
+    return error(errc::internal, "this backend replays no chains of requests");
+  }
   // (A reference into the request's state: valid while the request holds it.)
   virtual const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const = 0;
   // True once the request's work has finished (and its results are in place).

@@ -47,6 +47,17 @@ graph_cache::key graph_cache::key_of(const coll_spec& spec, std::size_t count) {
   return k;
 }
 
+graph_cache::key graph_cache::key_of_chain(std::span<const coll_request* const> chain) {
+  key k;
+  k.v.push_back(std::uint64_t{1} << 24);
+  k.v.push_back(chain.size());
+  for (const auto* r : chain) {
+    const auto one = key_of(r->spec, r->count);
+    k.v.insert(k.v.end(), one.v.begin(), one.v.end());
+  }
+  return k;
+}
+
 graph_cache::holding graph_cache::lookup(const key& k) {
   std::lock_guard lock(mutex_);
   sweep_locked();

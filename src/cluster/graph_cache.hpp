@@ -32,6 +32,7 @@
 
 #include "atomr/cluster/world.hpp"
 #include "atomr/common/result.hpp"
+#include "comm_backend.hpp"
 
 namespace atomr::cluster::detail {
 
@@ -45,6 +46,10 @@ class graph_cache {
     bool operator==(const key&) const = default;
   };
   static key key_of(const coll_spec& spec, std::size_t count);
+  // A chain's (several requests replayed as one graph, in order): a first word no request's key
+  // starts with (bit 24 set, where a request's has its zero byte), the length, then every
+  // request's key.
+  static key key_of_chain(std::span<const coll_request* const> chain);
 
   static constexpr std::size_t k_graphs_most = 32;  // graphs kept; the least recently used goes
   static constexpr std::size_t k_seen_most = 256;   // request keys remembered as issued before

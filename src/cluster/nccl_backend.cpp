@@ -269,6 +269,55 @@ class nccl_backend final : public comm_backend {
     return ok();
   }
 
+  // (Streams keep a chain's requests in order: chains only need graphs.)
+  bool graph_chains() const override { return graph_limit() > 0; }
+
+  graph_holding graph_lookup_chain(std::span<const coll_request* const> chain) override {
+    const auto h = graphs_.lookup(graph_cache::key_of_chain(chain));
+    return {h.capture, h.seen};
+  }
+
+  void graph_note_chain(std::span<const coll_request* const> chain) override {
+    graphs_.note_issued(graph_cache::key_of_chain(chain));
+  }
+
+  result<void> issue_graph_chain(std::span<coll_request* const> chain, const member_waits& waits, graph_step step,
+                                 std::uint64_t id) override {
+    if (chain.empty() || step == graph_step::eager) {
+      return error(errc::internal, "a chain of requests goes as a graph, captured or launched");
+    }
+    const auto k = graph_cache::key_of_chain(std::span<const coll_request* const>(chain.data(), chain.size()));
+    ATOMR_TRY(wait_for(waits));
+    if (step == graph_step::launch) {
+      ATOMR_TRY(graphs_.launch(k, id, streams_));
+    } else {
+      std::vector<std::shared_ptr<local::buffer_block>> blocks;
+      for (const auto* r : chain) {
+        blocks.insert(blocks.end(), r->spec.send.begin(), r->spec.send.end());
+        blocks.insert(blocks.end(), r->spec.recv.begin(), r->spec.recv.end());
+      }
+      stall_watch::scope guard(watch_, chain.front()->deadline, "NCCL calls captured into a CUDA graph");
+      // Each request's calls as it would make them alone, one after another on the stream.
+      auto calls = [&]() -> result<void> {
+        for (auto* r : chain) {
+          const bool grouped = members_.size() > 1 || r->spec.kind == coll_kind::all_to_all;
+          if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupStart()));
+          auto enqueued = enqueue(*r);
+          if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupEnd()));
+          ATOMR_TRY(enqueued);
+        }
+        return ok();
+      };
+      ATOMR_TRY(graphs_.capture_and_launch(k, id, streams_, devices_, std::move(blocks), calls));
+    }
+    if (!open_) open_ = std::make_shared<nccl_state>();
+    for (auto* r : chain) {
+      r->stamp(trace_stage::called);
+      r->state = open_;
+    }
+    return ok();
+  }
+
   // Enqueues the requests' calls (in one NCCL group if `grouped`) after `waits`; they share the
   // events recorded after them.
   result<void> issue_together(std::span<coll_request* const> batch, const member_waits& waits, bool grouped) {

@@ -456,6 +456,7 @@ world::stats_snapshot world_engine::stats() const {
   s.graph_votes = stats_.graph_votes.load(std::memory_order_acquire);
   s.graph_captures = stats_.graph_captures.load(std::memory_order_acquire);
   s.graph_launches = stats_.graph_launches.load(std::memory_order_acquire);
+  s.graph_chained = stats_.graph_chained.load(std::memory_order_acquire);
   return s;
 }
 
@@ -661,7 +662,7 @@ std::size_t world_engine::member_of(const local::buffer_block& b) const {
   return 0;
 }
 
-bool world_engine::ready(const coll_request& r, detail::member_waits& waits) const {
+bool world_engine::ready(const coll_request& r, detail::member_waits& waits, const write_list* ahead) const {
   waits.resize(members_.size());
   for (auto& w : waits) w.clear();  // keeps their capacity: this runs for every request
   auto need = [&](const coll_request::ticket& t, std::uint64_t upto) {
@@ -670,8 +671,13 @@ bool world_engine::ready(const coll_request& r, detail::member_waits& waits) con
     if (t.block->enqueued_on(upto, backend_->origin(m))) return true;  // recorded on this stream
     if (t.block->enqueued_without_event(upto)) return true;            // a host buffer's writes
     const auto mark = t.block->mark_after(upto);
-    // This world's own unsealed write: it runs before this request on the same stream.
-    if (!mark) return unsealed_covers(t.block, upto);
+    // This world's own unsealed write, or one of the chain this request goes in: it runs before
+    // this request on the same stream.
+    if (!mark) {
+      return unsealed_covers(t.block, upto) ||
+             (ahead != nullptr && std::any_of(ahead->begin(), ahead->end(),
+                                              [&](const auto& w) { return w.first == t.block && w.second >= upto; }));
+    }
     if (mark->event && mark->origin != backend_->origin(m)) waits[m].push_back(mark->event);
     return true;
   };
@@ -1036,12 +1042,19 @@ void world_engine::issue_batch(std::size_t n) {
   waits.resize(members_.size());
   for (auto& w : waits) w.clear();
   auto& mine = scratch_mine_;
+  // A chain's requests wait for what the ones before them in it write by running after them.
+  const bool chain = graph_decided_ && graph_decided_->chain > 1;
+  if (chain) ahead_writes_.clear();
   for (std::size_t i = 0; i < n && !queue_.empty(); ++i) {
     // (A request found ready with nothing to wait for when it was planned stays so: one look at
     // its buffers' write marks, a lock each, is enough.)
-    if (!queue_.front()->no_waits) {
-      ready(*queue_.front(), mine);
+    auto& r = *queue_.front();
+    if (chain || !r.no_waits) {
+      ready(r, mine, chain ? &ahead_writes_ : nullptr);
       for (std::size_t m = 0; m < mine.size(); ++m) waits[m].insert(waits[m].end(), mine[m].begin(), mine[m].end());
+    }
+    if (chain) {
+      for (const auto& t : r.writes) ahead_writes_.emplace_back(t.block, t.seq);
     }
     batch.push_back(std::move(queue_.front()));
     queue_.pop_front();
@@ -1056,15 +1069,23 @@ void world_engine::issue_batch(std::size_t n) {
   }
   result<void> issued = ok();
   if (graph_decided_) {
-    const auto [step, id] = *graph_decided_;
+    const auto d = *graph_decided_;
     graph_decided_.reset();
-    batch.front()->trace.graph = static_cast<std::int8_t>(step);
-    issued = backend_->issue_graph(*batch.front(), waits, step, id);
-    if (issued && step == detail::comm_backend::graph_step::capture) {
+    for (auto& r : batch) r->trace.graph = static_cast<std::int8_t>(d.step);
+    if (d.chain > 1) {
+      auto& raw = scratch_raw_;
+      raw.clear();
+      for (auto& r : batch) raw.push_back(r.get());
+      issued = backend_->issue_graph_chain(raw, waits, d.step, d.id);
+      if (issued) stats_.graph_chained.fetch_add(batch.size(), std::memory_order_release);
+    } else {
+      issued = backend_->issue_graph(*batch.front(), waits, d.step, d.id);
+    }
+    if (issued && d.step == detail::comm_backend::graph_step::capture) {
       stats_.graph_captures.fetch_add(1, std::memory_order_release);
     }
-    if (issued && step == detail::comm_backend::graph_step::launch) {
-      stats_.graph_launches.fetch_add(1, std::memory_order_release);
+    if (issued && d.step == detail::comm_backend::graph_step::launch) {
+      stats_.graph_launches.fetch_add(batch.size(), std::memory_order_release);
     }
   } else if (batch.size() == 1 && !is_p2p(*batch.front())) {
     issued = backend_->issue(*batch.front(), waits);

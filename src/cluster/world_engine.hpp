@@ -99,7 +99,11 @@ class world_engine {
   // on the control communicator), so they fail too instead of waiting for their deadlines.
   void tell_peers(const error& cause);
   void poll_notices();
-  bool ready(const detail::coll_request& r, detail::member_waits& waits) const;
+  // Writes by buffer and sequence number.
+  using write_list = std::vector<std::pair<local::buffer_block*, std::uint64_t>>;
+  // Whether `r` can be issued now; `ahead`: writes of requests issued just before it in the
+  // same graph (a chain), which count as enqueued.
+  bool ready(const detail::coll_request& r, detail::member_waits& waits, const write_list* ahead = nullptr) const;
   std::size_t p2p_prefix() const;
   // How many requests from the head go in one group (see coll_request::together); nullopt while
   // one of them waits for an earlier write, so that every rank groups the same requests.
@@ -132,7 +136,7 @@ class world_engine {
   // Counted with atomics: callers and the progress thread never wait on each other for them.
   struct counters {
     std::atomic<std::uint64_t> requests{0}, issues{0}, packed{0}, grouped{0}, agreements{0}, assisted{0};
-    std::atomic<std::uint64_t> graph_votes{0}, graph_captures{0}, graph_launches{0};
+    std::atomic<std::uint64_t> graph_votes{0}, graph_captures{0}, graph_launches{0}, graph_chained{0};
   } stats_;
   // Set (under mutex_) while inbox_ holds requests: the busy progress thread looks here instead
   // of taking the lock the callers submit under.
@@ -250,13 +254,21 @@ class world_engine {
   // decides the requests queued behind the head that every rank will issue alone (a run, up to
   // k_graph_run_most): back to back, a vote per request cost more than NCCL's host path saves.
   static constexpr std::size_t k_graph_run_most = 32;
+  // A run is also cut into chains of k_graph_chain requests from its head (comm_backend's
+  // graph_chains): each chain every rank holds is one graph launch, and the GPUs run its requests
+  // closer together than one graph each.
+  static constexpr std::size_t k_graph_chain = 8;
+  static constexpr std::size_t k_graph_chains_most = k_graph_run_most / k_graph_chain;
+  static constexpr std::size_t k_chain_fields = 6 + 3 * (k_graph_run_most - 1);
   struct graph_vote {
     // Reduced with MPI_MAX. [0..3]: for the head, the highest capture held, minus the lowest, 1 if
     // a rank has not issued the request's buffers before, and minus the shortest group; [4]:
     // minus the shortest run; [5]: 1 if the head came through the latency window here with a
     // submit_all call (the window closes); then three numbers (as [0..2]) for each request of
-    // the run after the head.
-    std::int64_t value[6 + 3 * (k_graph_run_most - 1)] = {};
+    // the run after the head; then, from k_chain_fields, four for each chain of the run: as
+    // [0..2] for the chain's graph, and 1 if a rank cannot issue the chain at once (a request of
+    // it waits for something other than the run's requests before it).
+    std::int64_t value[k_chain_fields + 4 * k_graph_chains_most] = {};
     // By point-to-point recursive doubling (host_allreduce): Open MPI's MPI_Iallreduce took 1-2 us
     // longer at 2 ranks, on the path of every waited-for request.
     std::unique_ptr<detail::host_allreduce> reduction;
@@ -266,12 +278,21 @@ class world_engine {
     std::uint64_t seq;
     detail::comm_backend::graph_step step;
     std::uint64_t id;
+    std::size_t chain = 1;  // requests from `seq` that go in one graph (1: the request alone)
   };
   std::deque<graph_decision> graph_planned_;
   // How many requests from the head this rank will issue alone, each in turn (the head counts).
   std::size_t graph_run_local() const;
   std::unique_ptr<graph_vote> graph_vote_;
-  std::optional<std::pair<detail::comm_backend::graph_step, std::uint64_t>> graph_decided_;
+  std::optional<graph_decision> graph_decided_;
+  // For each chain of the first `run` queued requests: whether it can be issued at once, every
+  // request of it ready once the run's requests before it are issued (this rank's say in the vote).
+  void chains_ready(std::size_t run, bool* ready_out) const;
+  mutable write_list ahead_writes_;  // (scratch of chains_ready and issue_batch)
+  // Drops the plan's entries of the requests a chain took from behind the head.
+  void take_planned(std::size_t n);
+  // The k_graph_chain queued requests from queue_[first].
+  std::array<const detail::coll_request*, k_graph_chain> chain_at(std::size_t first) const;
   bool graph_voted_ = false;  // the next issue_batch is the outcome of a vote
   // Whether a request's shape could be replayed (kind and size: the same on every rank). Such a
   // request is issued alone or at the head of a group the ranks voted on, never inside a group

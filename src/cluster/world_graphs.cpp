@@ -77,14 +77,17 @@ bool world_engine::graph_vote_first(std::size_t& n) {
     // Decided by the vote of a request before it (every rank issues it alone, as this one does).
     const auto d = graph_planned_.front();
     graph_planned_.pop_front();
-    if (d.seq != head.seq || n != 1) {
-      fail_world(
-          error(errc::internal, "a CUDA graph decision for request #" + std::to_string(d.seq) + " met request #" +
-                                    std::to_string(head.seq) + " in a batch of " + std::to_string(n)),
-          &head);
+    if (d.seq != head.seq || n != 1 || queue_.size() < d.chain) {
+      fail_world(error(errc::internal, "a CUDA graph decision for request #" + std::to_string(d.seq) + " (" +
+                                           std::to_string(d.chain) + " in one graph) met request #" +
+                                           std::to_string(head.seq) + " in a batch of " + std::to_string(n) + ", " +
+                                           std::to_string(queue_.size()) + " queued"),
+                 &head);
       return true;
     }
-    graph_decided_.emplace(d.step, d.id);
+    graph_decided_ = d;
+    n = d.chain;
+    take_planned(d.chain - 1);
     return false;
   }
   // A packed batch is one the ranks agreed on already (a plan): no vote, no graph.
@@ -121,6 +124,24 @@ void world_engine::start_graph_vote(std::size_t n, bool window) {
     v[1] = -v[0];
     v[2] = h.seen ? 0 : 1;
   }
+  // The run's chains (none where the run is shorter than one on any rank: the shortest run is
+  // the one all ranks issue).
+  bool chain_ready[k_graph_chains_most] = {};
+  const std::size_t chains = backend_->graph_chains() ? run / k_graph_chain : 0;
+  if (chains > 0) chains_ready(run, chain_ready);
+  for (std::size_t c = 0; c < k_graph_chains_most; ++c) {
+    auto* v = vote->value + k_chain_fields + 4 * c;
+    if (c >= chains) {
+      v[2] = 1;
+      v[3] = 1;
+      continue;
+    }
+    const auto h = backend_->graph_lookup_chain(chain_at(c * k_graph_chain));
+    v[0] = static_cast<std::int64_t>(h.capture);
+    v[1] = -v[0];
+    v[2] = h.seen ? 0 : 1;
+    v[3] = chain_ready[c] ? 0 : 1;
+  }
   stats_.graph_votes.fetch_add(1, std::memory_order_release);
   if (control_size_ > 1) {
     vote->reduction = std::make_unique<detail::host_allreduce>(control_, control_rank_, control_size_, vote->value,
@@ -149,7 +170,37 @@ void world_engine::finish_graph_vote() {
   const auto run = static_cast<std::size_t>(
       std::clamp<std::int64_t>(-vote->value[4], 1, static_cast<std::int64_t>(k_graph_run_most)));
   bool launched = false;
+  std::size_t head_chain = 1;
   for (std::size_t i = 0; i < run && i < queue_.size(); ++i) {
+    // A chain of the run that every rank can issue at once goes as one graph: launched where every
+    // rank holds it, captured where every rank issued it before (which ends the run, as a capture
+    // of one request does). Otherwise its requests are decided one by one, and it is remembered.
+    if (i % k_graph_chain == 0 && i + k_graph_chain <= run && i / k_graph_chain < k_graph_chains_most &&
+        backend_->graph_chains()) {
+      const auto* cv = vote->value + k_chain_fields + 4 * (i / k_graph_chain);
+      const bool all_ready = cv[3] == 0;
+      const auto seq = queue_[i]->seq;
+      std::optional<graph_decision> d;
+      if (all_ready && cv[0] == -cv[1] && cv[0] > 0) {
+        d = graph_decision{seq, graph_step::launch, static_cast<std::uint64_t>(cv[0]), k_graph_chain};
+        launched = true;
+      } else if (all_ready && cv[2] == 0) {
+        d = graph_decision{seq, graph_step::capture, seq, k_graph_chain};
+      } else if (all_ready) {
+        backend_->graph_note_chain(chain_at(i));
+      }
+      if (d) {
+        if (i == 0) {
+          graph_decided_ = d;
+          head_chain = k_graph_chain;
+        } else {
+          graph_planned_.push_back(*d);
+        }
+        if (d->step == graph_step::capture) break;
+        i += k_graph_chain - 1;
+        continue;
+      }
+    }
     const auto* v = i == 0 ? vote->value : vote->value + 6 + 3 * (i - 1);
     const auto highest = v[0];
     const auto lowest = -v[1];
@@ -165,7 +216,7 @@ void world_engine::finish_graph_vote() {
       d = {seq, graph_step::capture, seq};
     }
     if (i == 0) {
-      graph_decided_.emplace(d.step, d.id);
+      graph_decided_ = d;
     } else {
       graph_planned_.push_back(d);
     }
@@ -181,7 +232,36 @@ void world_engine::finish_graph_vote() {
     pace.skip = pace.backoff;
     pace.backoff = std::min(pace.backoff * 2, k_graph_backoff_most);
   }
-  issue_batch(1);
+  take_planned(head_chain - 1);
+  issue_batch(head_chain);
+}
+
+std::array<const coll_request*, world_engine::k_graph_chain> world_engine::chain_at(std::size_t first) const {
+  std::array<const coll_request*, k_graph_chain> chain{};
+  for (std::size_t i = 0; i < k_graph_chain; ++i) chain[i] = queue_[first + i].get();
+  return chain;
+}
+
+void world_engine::chains_ready(std::size_t run, bool* ready_out) const {
+  // The head is ready (it is being issued); each later request is looked at with the writes of
+  // the run's requests before it counted as enqueued, as they will be by the time it is issued.
+  ahead_writes_.clear();
+  detail::member_waits waits;
+  bool all = true;
+  for (std::size_t i = 0; i < run && i < queue_.size(); ++i) {
+    if (i % k_graph_chain == 0) all = true;
+    const auto& r = *queue_[i];
+    if (i > 0 && !ready(r, waits, &ahead_writes_)) all = false;
+    for (const auto& t : r.writes) ahead_writes_.emplace_back(t.block, t.seq);
+    if (i % k_graph_chain == k_graph_chain - 1 && i / k_graph_chain < k_graph_chains_most) {
+      ready_out[i / k_graph_chain] = all;
+    }
+  }
+}
+
+void world_engine::take_planned(std::size_t n) {
+  // planned_ starts at the request behind the head.
+  planned_.erase(planned_.begin(), planned_.begin() + static_cast<std::ptrdiff_t>(std::min(n, planned_.size())));
 }
 
 }  // namespace atomr::cluster

@@ -24,6 +24,9 @@
 //                  shape that keeps a graph's NCCL pointers the same on every rank whatever
 //                  buffers the caller passes; graph_copy_upd points its copies at one of two
 //                  buffer sets per launch (cudaGraphExecMemcpyNodeSetParams1D), as that design must
+//   graph_runK     malloc, K all_reduces (K = 2, 4, 8, 16) captured one after the other in one
+//                  graph, launched once per K operations: what a back-to-back run of requests
+//                  replayed as one graph would cost the GPUs per operation
 //   mpirun -np 2 nccl_path_probe [iters]
 // docs/benchmarks.md records what it printed on the two-GPU machine.
 #include <cuda_runtime.h>
@@ -39,6 +42,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <thread>
@@ -57,6 +61,8 @@ struct setup {
   float* ipc_buf = nullptr;
   float* def_buf = nullptr;
   cudaGraphExec_t graph = nullptr;
+  // graph_runK: K all_reduces in one graph, by K.
+  std::vector<std::pair<int, cudaGraphExec_t>> run_graphs;
   int device = 0;
   // graph_copy: two user buffer sets (send at [0, 2), recv at [4, 6)) and the staging buffer.
   float* user[2] = {nullptr, nullptr};
@@ -103,6 +109,20 @@ placement placement_for(const std::string& mode, int rank) {
 }
 
 void issue(setup& s, float* buf) { CK(ncclAllReduce(buf, buf + 4, 2, ncclFloat32, ncclSum, s.comm, s.stream)); }
+
+// graph_runK's K, or 0.
+int run_length(const std::string& mode) {
+  return mode.rfind("graph_run", 0) == 0 ? std::atoi(mode.c_str() + std::strlen("graph_run")) : 0;
+}
+
+cudaGraphExec_t run_graph(const setup& s, int k) {
+  for (const auto& [n, g] : s.run_graphs) {
+    if (n == k) return g;
+  }
+  std::printf("probe: no run graph of %d\n", k);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  return nullptr;
+}
 
 double run_mode(setup& s, const std::string& mode, int iters, bool each, int rank) {
   float* buf = buffer_for(s, mode);
@@ -162,6 +182,8 @@ double run_mode(setup& s, const std::string& mode, int iters, bool each, int ran
       if (mode == "graph_agree") CK(cudaGraphLaunch(s.graph, s.stream));
     } else if (mode == "graph") {
       CK(cudaGraphLaunch(s.graph, s.stream));
+    } else if (const int k = run_length(mode); k > 0) {
+      if (i % k == 0) CK(cudaGraphLaunch(run_graph(s, k), s.stream));
     } else if (mode == "graph_copy") {
       CK(cudaGraphLaunch(s.copy_graph, s.stream));
     } else if (mode == "graph_copy_upd") {
@@ -177,7 +199,10 @@ double run_mode(setup& s, const std::string& mode, int iters, bool each, int ran
     } else {
       issue(s, buf);
     }
-    if (each) CK(cudaStreamSynchronize(s.stream));
+    // (A run graph is waited for once per launch: its K operations each cost a K-th of that.)
+    if (each && (run_length(mode) == 0 || i % run_length(mode) == run_length(mode) - 1)) {
+      CK(cudaStreamSynchronize(s.stream));
+    }
   }
   if (hands_off) {
     while (issued.load(std::memory_order_acquire) < iters) _mm_pause();
@@ -246,6 +271,19 @@ int main(int argc, char** argv) {
   issue(s, s.malloc_buf);
   CK(cudaStreamEndCapture(s.stream, &graph));
   CK(cudaGraphInstantiate(&s.graph, graph, 0));
+  for (const int k : {2, 4, 8, 16}) {
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    CK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+    for (int j = 0; j < k; ++j) issue(s, s.malloc_buf);
+    CK(cudaStreamEndCapture(s.stream, &g));
+    std::size_t nodes = 0;
+    CK(cudaGraphGetNodes(g, nullptr, &nodes));
+    if (rank == 0) std::printf("run graph of %d: %zu nodes\n", k, nodes);
+    CK(cudaGraphInstantiate(&exec, g, 0));
+    CK(cudaGraphDestroy(g));
+    s.run_graphs.emplace_back(k, exec);
+  }
   // The copy graph: copy-in, the all_reduce on the staging buffer, copy-out.
   for (auto& u : s.user) {
     CK(cudaMalloc(&u, 64));
@@ -281,7 +319,8 @@ int main(int argc, char** argv) {
     }
   }
   CK(cudaGraphInstantiate(&s.copy_graph, copy_graph, 0));
-  for (const char* warm : {"ipc_pool", "def_pool", "graph", "graph_agree", "graph_copy", "graph_copy_upd"}) {
+  for (const char* warm :
+       {"ipc_pool", "def_pool", "graph", "graph_agree", "graph_copy", "graph_copy_upd", "graph_run16"}) {
     run_mode(s, warm, 200, false, rank);
   }
   // The updated copies move the right bytes: each rank's (rank + 1) summed into set 1's recv.
@@ -300,8 +339,8 @@ int main(int argc, char** argv) {
   // ATOMR_PROBE_MODES=short: the buffer and graph modes only.
   const char* which = std::getenv("ATOMR_PROBE_MODES");
   const bool short_list = which != nullptr && std::string(which) == "short";
-  std::vector<const char*> modes = {"malloc",     "graph",          "graph_agree", "agree",
-                                    "graph_copy", "graph_copy_upd", "ipc_pool"};
+  std::vector<const char*> modes = {"malloc",      "graph", "graph_run2", "graph_run4",     "graph_run8", "graph_run16",
+                                    "graph_agree", "agree", "graph_copy", "graph_copy_upd", "ipc_pool"};
   if (!short_list) {
     for (const char* m : {"spin_pause", "spin_nopause", "spin_yield", "spin_sleep", "handoff", "pin_alone",
                           "pin_spin_adj", "pin_spin_far", "pin_handoff_adj", "pin_handoff_far"}) {
@@ -323,6 +362,7 @@ int main(int argc, char** argv) {
   }
   CK(cudaGraphExecDestroy(s.copy_graph));
   CK(cudaGraphDestroy(copy_graph));
+  for (auto& [k, g] : s.run_graphs) CK(cudaGraphExecDestroy(g));
   CK(cudaGraphExecDestroy(s.graph));
   CK(cudaGraphDestroy(graph));
   CK(cudaFree(s.malloc_buf));

@@ -203,11 +203,14 @@ class world {
     std::uint64_t agreements = 0;
     // Requests a waiting caller saw finish itself (ATOMR_WAIT_ASSIST), not the progress thread.
     std::uint64_t assisted = 0;
-    // CUDA graphs (NCCL, one GPU per rank, ATOMR_NCCL_GRAPHS): requests the ranks voted on, and
-    // of those, the ones captured into a graph and the ones launched from a graph captured earlier.
+    // CUDA graphs (NCCL, ATOMR_NCCL_GRAPHS): votes the ranks held (one decides a run of up to 32
+    // queued requests), graphs captured (of one request, or of a chain of 8 back to back), and
+    // requests launched from a graph captured earlier (each request of a chain counts).
     std::uint64_t graph_votes = 0;
     std::uint64_t graph_captures = 0;
     std::uint64_t graph_launches = 0;
+    // Requests that went in a chain's graph (captured or launched).
+    std::uint64_t graph_chained = 0;
   };
   stats_snapshot stats() const;
 

@@ -145,7 +145,33 @@ struct world_engine::exchange {
   std::vector<offer> all;  // check mode: every rank's offer, to name the one that differs
   std::size_t batch = 1;   // check mode, a head that does not pack: the batch it heads
   MPI_Request request = MPI_REQUEST_NULL;
+  // The merge by point-to-point recursive doubling (not in check mode). Open MPI's MPI_Iallreduce
+  // of the offer took 50-175 us back to back on the two-GPU machine, with both ranks posted and
+  // polling, while the GPUs ran dry (twenty-first session's timelines); host_allreduce is what
+  // the graph votes use.
+  std::unique_ptr<detail::host_allreduce> reduction;
+  bool finished = false;
 };
+
+namespace {
+// The plan exchanges' messages on the control communicator: each exchange in flight has tags
+// of its own (host_allreduce::k_tag_span), taken in turn from k_plan_slots (exchanges are posted
+// in the same order on every rank; far fewer than that are ever in flight at once).
+constexpr int k_plan_tag = 0x500000;
+constexpr std::uint64_t k_plan_slots = 1024;
+}  // namespace
+
+result<bool> world_engine::exchange_done(exchange& ex) {
+  if (ex.finished) return true;
+  if (ex.reduction) {
+    ATOMR_ASSIGN_OR_RETURN(ex.finished, ex.reduction->progress());
+    return ex.finished;
+  }
+  int done = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Test(&ex.request, &done, MPI_STATUS_IGNORE)));
+  ex.finished = done != 0;
+  return ex.finished;
+}
 
 // Held by the futures of this world's requests; forwards to the engine while it lives.
 class world_engine::assist_hook final : public local::progress_hook {
@@ -699,6 +725,20 @@ bool world_engine::packable(const coll_request& r) const {
 namespace {
 bool is_p2p(const detail::coll_request& r) { return r.spec.kind == coll_kind::send || r.spec.kind == coll_kind::recv; }
 
+// Whether `later` writes a buffer `earlier` uses, or uses one `earlier` writes.
+bool conflicts(const detail::coll_request& earlier, const detail::coll_request& later) {
+  auto in = [](const auto& blocks, const local::buffer_block* b) {
+    return std::any_of(blocks.begin(), blocks.end(), [&](const auto& x) { return x.get() == b; });
+  };
+  for (const auto& b : later.spec.recv) {
+    if (in(earlier.spec.recv, b.get()) || in(earlier.spec.send, b.get())) return true;
+  }
+  for (const auto& b : later.spec.send) {
+    if (in(earlier.spec.recv, b.get())) return true;
+  }
+  return false;
+}
+
 // Collectives NCCL can aggregate in one group launch. (all_to_all is itself a group of sends and
 // receives; a barrier reduces one shared scratch int.)
 bool groupable_kind(coll_kind k) {
@@ -810,13 +850,15 @@ std::size_t world_engine::p2p_prefix() const {
 }
 
 void world_engine::finish_background() {
-  while (!background_.empty()) {
-    int done = 0;
-    if (auto r = ATOMR_MPI_CHECK(MPI_Test(&background_.front()->request, &done, MPI_STATUS_IGNORE)); !r) {
+  // (Each exchange in flight is advanced, not just the oldest: a later one's messages may be
+  // waiting for it, see host_allreduce.)
+  for (auto& ex : background_) {
+    if (auto r = exchange_done(*ex); !r) {
       // (fail_world keeps the exchanges' buffers: MPI may still write into them.)
       return fail_world(r.error_value().with_context("agreeing on a packing plan across ranks"), nullptr);
     }
-    if (!done) return;
+  }
+  while (!background_.empty() && background_.front()->finished) {
     auto& ex = *background_.front();
     settle_merged(ex);
     const bool lone = ex.merged.head.offered == 1 && ex.merged.head.offered_most == 1;
@@ -870,11 +912,11 @@ void world_engine::issue_ready(bool seal_now) {
       continue;
     }
     if (exchange_) {
-      int done = 0;
-      if (auto r = ATOMR_MPI_CHECK(MPI_Test(&exchange_->request, &done, MPI_STATUS_IGNORE)); !r) {
-        return fail_world(r.error_value().with_context("comparing requests across ranks"), queue_.front().get());
+      const auto done = exchange_done(*exchange_);
+      if (!done) {
+        return fail_world(done.error_value().with_context("comparing requests across ranks"), queue_.front().get());
       }
-      if (!done) return;
+      if (!*done) return;
       finish_exchange();
       continue;
     }
@@ -987,7 +1029,11 @@ bool world_engine::post_exchange(exchange& ex, const coll_request* head) {
       return ATOMR_MPI_CHECK(MPI_Iallgather(&ex.mine, sizeof(offer), MPI_BYTE, ex.all.data(), sizeof(offer), MPI_BYTE,
                                             control_, &ex.request));
     }
-    return ATOMR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &ex.merged, 1, merge.type, merge.op, control_, &ex.request));
+    const int tag = k_plan_tag + static_cast<int>(next_exchange_++ % k_plan_slots) * detail::host_allreduce::k_tag_span;
+    ex.reduction = std::make_unique<detail::host_allreduce>(control_, control_rank_, control_size_, &ex.merged, 1,
+                                                            merge.type, merge.op, tag, sizeof(offer));
+    ATOMR_TRY(exchange_done(ex));  // (posts the first messages)
+    return ok();
   }();
   if (auto r = posted; !r) {
     fail_world(r.error_value().with_context("comparing requests across ranks"), head);
@@ -1102,8 +1148,13 @@ void world_engine::issue_batch(std::size_t n) {
                       in_flight_.back().get());
   }
   stats_.issues.fetch_add(1, std::memory_order_release);
-  if (batch.size() > 1 && packable(*batch.front())) stats_.packed.fetch_add(batch.size(), std::memory_order_release);
-  if (batch.size() > 1 && groupable(*batch.front())) stats_.grouped.fetch_add(batch.size(), std::memory_order_release);
+  // (A chain's requests go one after another in a graph: neither packed nor grouped.)
+  if (!chain && batch.size() > 1 && packable(*batch.front())) {
+    stats_.packed.fetch_add(batch.size(), std::memory_order_release);
+  }
+  if (!chain && batch.size() > 1 && groupable(*batch.front())) {
+    stats_.grouped.fetch_add(batch.size(), std::memory_order_release);
+  }
   const bool ordered = backend_->stream_ordered();
   for (auto& r : batch) {
     r->stamp(trace_stage::called);  // where the backend did not say
@@ -1125,22 +1176,6 @@ void world_engine::issue_batch(std::size_t n) {
     seal();
   }
 }
-
-namespace {
-// Whether `later` writes a buffer `earlier` uses, or uses one `earlier` writes.
-bool conflicts(const detail::coll_request& earlier, const detail::coll_request& later) {
-  auto in = [](const auto& blocks, const local::buffer_block* b) {
-    return std::any_of(blocks.begin(), blocks.end(), [&](const auto& x) { return x.get() == b; });
-  };
-  for (const auto& b : later.spec.recv) {
-    if (in(earlier.spec.recv, b.get()) || in(earlier.spec.send, b.get())) return true;
-  }
-  for (const auto& b : later.spec.send) {
-    if (in(earlier.spec.recv, b.get())) return true;
-  }
-  return false;
-}
-}  // namespace
 
 bool world_engine::head_is_cut() {
   if (queue_.size() < 2) return false;

@@ -379,6 +379,9 @@ class world_engine {
         "complete",  "health",   "resolve_free", "assist",      "query", "fulfil"};
   };
   slow_span_counts slow_spans_;
+  // Advances an exchange; true once its plan is in.
+  result<bool> exchange_done(exchange& ex);
+  std::uint64_t next_exchange_ = 0;  // exchanges posted (their tags)
   // Posts this rank's offer; false (the world failed) if MPI refused it.
   bool post_exchange(exchange& ex, const detail::coll_request* head);
   // The agreed plan for the requests at the head of queue_: 1 where a request starts a batch.

@@ -507,9 +507,37 @@ TEST_F(Collectives, ARunOfRequestsThatCannotPackNeedsOneAgreementPer1024) {
   EXPECT_EQ(read(b), std::vector<std::uint64_t>(4, expected));
   const auto s = w->stats();
   EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k));
-  EXPECT_EQ(s.issues, static_cast<std::uint64_t>(k));
+  // One issue each, but for chains of 8 replayed as one CUDA graph (NCCL).
+  EXPECT_EQ(s.graph_chained % 8, 0u);
+  EXPECT_EQ(s.issues, static_cast<std::uint64_t>(k) - s.graph_chained + s.graph_chained / 8);
   EXPECT_EQ(s.packed, 0u);
   EXPECT_EQ(s.agreements, 2u);  // 1024, then 76
+}
+
+TEST_F(Collectives, BackToBackSumsOnOneBufferAgreeOnEveryPlan) {
+  // Small sums submitted without waiting, each on the buffer the one before wrote: plan after plan
+  // of requests that each start a batch, agreed by point-to-point exchanges (host_allreduce),
+  // with the ranks submitting alike or not (one by one here, one submit_all call there). Ranks
+  // that exchanged unalike would hang (the test's deadline) or sum wrongly.
+  for (const bool mixed : {false, true}) {
+    SCOPED_TRACE(mixed ? "odd ranks in one submit_all call" : "one by one");
+    auto w = make_world();
+    ASSERT_TRUE(w);
+    constexpr int k = 3000;
+    auto b = buffer(std::vector<std::uint64_t>(2, 3));
+    const cluster::coll_spec one{coll_kind::all_reduce, local::dtype::u64, {}, {b.block()}, {b.block()}};
+    std::vector<cluster::future<void>> done;
+    if (mixed && rank_ % 2 == 1) {
+      done = w->submit_all(std::vector<cluster::coll_spec>(k, one));
+    } else {
+      for (int i = 0; i < k; ++i) done.push_back(w->submit(cluster::coll_spec(one)));
+    }
+    for (auto& f : done) ASSERT_TRUE(f.get());
+    std::uint64_t expected = 3;  // modulo 2^64
+    for (int i = 0; i < k; ++i) expected *= static_cast<std::uint64_t>(size_);
+    EXPECT_EQ(read(b), std::vector<std::uint64_t>(2, expected));
+    EXPECT_EQ(w->stats().requests, static_cast<std::uint64_t>(k));
+  }
 }
 
 TEST_F(Collectives, RanksThatQueueDifferentlyStillAgreeOnThePacking) {

@@ -450,6 +450,26 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
       stages_json["median_us"][std::string(cluster::to_string(static_cast<cluster::trace_stage>(i)))] = st->medians[i];
     }
   }
+  // What the engine did over the rows (this rank's world): how requests were issued, and how many
+  // went through CUDA graphs, alone or in chains.
+  const auto run_stats = w.stats();
+  if (lead) {
+    std::printf(
+        "# engine over the rows (rank 0): %llu requests in %llu issues, %llu packed; CUDA graphs: %llu votes, %llu "
+        "captures, %llu requests launched, %llu in chains\n",
+        static_cast<unsigned long long>(run_stats.requests), static_cast<unsigned long long>(run_stats.issues),
+        static_cast<unsigned long long>(run_stats.packed), static_cast<unsigned long long>(run_stats.graph_votes),
+        static_cast<unsigned long long>(run_stats.graph_captures),
+        static_cast<unsigned long long>(run_stats.graph_launches),
+        static_cast<unsigned long long>(run_stats.graph_chained));
+  }
+  const nlohmann::json engine_json = {{"requests", run_stats.requests},
+                                      {"issues", run_stats.issues},
+                                      {"packed", run_stats.packed},
+                                      {"graph_votes", run_stats.graph_votes},
+                                      {"graph_captures", run_stats.graph_captures},
+                                      {"graph_launches", run_stats.graph_launches},
+                                      {"graph_chained", run_stats.graph_chained}};
   nlohmann::json many_json;
   if (s.many > 0 && s.kind == coll_kind::all_reduce && devs.size() == 1) {
     const std::size_t count = std::max<std::size_t>(s.many_bytes / sizeof(T), 1);
@@ -535,6 +555,7 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                          {"rows", out}};
       if (!many_json.is_null()) doc["many_small"] = many_json;
       if (!stages_json.is_null()) doc["stages"] = stages_json;
+      doc["engine"] = engine_json;
       std::ofstream f(s.json_path);
       f << doc.dump(2) << '\n';
       if (!f) return report_error("cannot write " + s.json_path, 1);

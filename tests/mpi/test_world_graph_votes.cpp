@@ -4,6 +4,7 @@
 // requests still run on the host backend, so every value is checked, and each rank's log of
 // decisions must equal rank 0's: NCCL hangs or mixes calls up where ranks use graphs unalike.
 // (tests/gpu/test_world_graphs.cpp runs the same paths on NCCL and real graphs.)
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
@@ -31,6 +32,12 @@ void note(std::uint64_t seq, std::uint64_t step, std::uint64_t id) {
   decisions.insert(decisions.end(), {seq, step, id});
 }
 
+// A test may hold a world's first request unfinished until it has submitted all of its own, so
+// that they queue up behind it (each waits for the one before) whatever the machine's speed: a
+// run of queued requests is then what the next vote sees. Each rank holds and releases its own.
+std::atomic<bool> hold_first{false};
+std::atomic<bool> released{true};
+
 class graph_emulation final : public comm_backend {
  public:
   explicit graph_emulation(std::unique_ptr<comm_backend> inner) : inner_(std::move(inner)) {}
@@ -41,20 +48,26 @@ class graph_emulation final : public comm_backend {
   std::size_t members() const override { return inner_->members(); }
   const void* origin(std::size_t m) const override { return inner_->origin(m); }
   result<void> issue(coll_request& r, const member_waits& w) override {
+    note_first(r);
     note(r.seq, 3, 0);
     return inner_->issue(r, w);
   }
   result<void> issue_packed(std::span<coll_request* const> b, const member_waits& w) override {
+    note_first(*b.front());
     return inner_->issue_packed(b, w);
   }
   result<void> issue_group(std::span<coll_request* const> b, const member_waits& w) override {
+    note_first(*b.front());
     return inner_->issue_group(b, w);
   }
   bool stream_ordered() const override { return inner_->stream_ordered(); }
   result<void> seal(std::span<coll_request* const> issued) override { return inner_->seal(issued); }
   result<bool> finish_if_idle(std::span<coll_request* const> u) override { return inner_->finish_if_idle(u); }
   const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const override { return inner_->events(r); }
-  result<bool> test(coll_request& r) override { return inner_->test(r); }
+  result<bool> test(coll_request& r) override {
+    if (r.seq == held_ && !released.load(std::memory_order_acquire)) return false;
+    return inner_->test(r);
+  }
   std::optional<error> async_error() override { return inner_->async_error(); }
   void abort() override { inner_->abort(); }
   result<std::unique_ptr<comm_backend>> split(int color, int key, cluster::detail::clock::time_point d) override {
@@ -69,6 +82,7 @@ class graph_emulation final : public comm_backend {
     return {capture, capture != 0 || seen_.contains(k)};
   }
   result<void> issue_graph(coll_request& r, const member_waits& w, graph_step step, std::uint64_t id) override {
+    note_first(r);
     note(r.seq, static_cast<std::uint64_t>(step), id);
     const auto k = key_of(r);
     switch (step) {
@@ -108,6 +122,7 @@ class graph_emulation final : public comm_backend {
       }
     }
     if (step == graph_step::eager) return error(errc::internal, "a chain issued eagerly");
+    note_first(*chain.front());
     for (auto* r : chain) {
       note(r->seq, 4 + static_cast<std::uint64_t>(step), id);
       ATOMR_TRY(inner_->issue(*r, w));
@@ -138,6 +153,13 @@ class graph_emulation final : public comm_backend {
             r.spec.send.empty() ? 0 : r.spec.send[0]->id,
             r.spec.recv.empty() ? 0 : r.spec.recv[0]->id};
   }
+  void note_first(const coll_request& r) {
+    if (first_seen_) return;
+    first_seen_ = true;
+    if (hold_first.load(std::memory_order_acquire)) held_ = r.seq;
+  }
+  bool first_seen_ = false;
+  std::uint64_t held_ = 0;  // (sequence numbers start at 1)
   std::unique_ptr<comm_backend> inner_;
   std::map<request_key, std::uint64_t> captures_;
   std::set<request_key> seen_;
@@ -155,7 +177,11 @@ class GraphVotes : public testing::world_fixture {
     std::lock_guard lock(log_mutex);
     decisions.clear();
   }
-  void TearDown() override { cluster::detail::set_backend_wrapper(nullptr); }
+  void TearDown() override {
+    cluster::detail::set_backend_wrapper(nullptr);
+    hold_first = false;
+    released = true;
+  }
 
   // This rank's decisions equal rank 0's, decision by decision.
   void expect_decided_alike() {
@@ -260,6 +286,9 @@ TEST_F(GraphVotes, BackToBackRequestsGoAsChainsInOrder) {
   };
   for (const row& c : {row{"8 B, packable", 2, 64}, row{"128 KiB", 32768, 64}}) {
     SCOPED_TRACE(c.what);
+    // The first request stays unfinished until all are submitted: the rest queue up behind it.
+    hold_first = true;
+    released = false;
     auto w = make_world();
     ASSERT_TRUE(w);
     auto b = buffer(std::vector<float>(c.n, static_cast<float>(rank_ + 1)));
@@ -267,6 +296,7 @@ TEST_F(GraphVotes, BackToBackRequestsGoAsChainsInOrder) {
     for (int t = 0; t < c.k; ++t) {
       done.push_back(w->submit({coll_kind::all_reduce, local::dtype::f32, {}, {b.block()}, {b.block()}}));
     }
+    released = true;
     for (auto& f : done) ASSERT_TRUE(f.get());
     float expected = static_cast<float>(size_ * (size_ + 1) / 2);
     for (int t = 1; t < c.k; ++t) expected *= static_cast<float>(size_);

@@ -170,6 +170,8 @@ class comm_backend {
   virtual const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const = 0;
   // True once the request's work has finished (and its results are in place).
   virtual result<bool> test(coll_request& r) = 0;
+  // All_reduces (a packed batch counting once) reduced through shared memory (the host backend).
+  virtual std::uint64_t shared_memory_reductions() const { return 0; }
   // An error the communicator reported on its own (NCCL async errors); none on the host backend.
   virtual std::optional<error> async_error() = 0;
   // Stops the communicator; requests in flight never complete. Idempotent.

@@ -4,6 +4,7 @@
 // average: 16-bit floats reduce through user ops that compute in float, and avg is a sum divided
 // by the rank count when the data lands.
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "atomr/local/device/half.hpp"
 #include "comm_backend.hpp"
 #include "host_allreduce.hpp"
+#include "shm_allreduce.hpp"
 
 namespace atomr::cluster::detail {
 namespace {
@@ -125,6 +127,7 @@ void divide_elements(dtype t, void* p, std::size_t n, int by) {
 struct host_state {
   std::vector<MPI_Request> requests;
   std::shared_ptr<host_allreduce> reduction;  // instead of requests, for a small all_reduce
+  std::shared_ptr<shm_reduction> shm;         // instead of requests, through shared memory
   std::function<void()> finish;               // runs once, when the requests are done
   bool finished = false;
   std::shared_ptr<std::byte[]> sent;  // a pack MPI reads until the requests are done (back to the pool after)
@@ -174,8 +177,10 @@ class mpi_backend final : public comm_backend {
   static constexpr int k_tag_spans = 32768;
 
   // rd_bytes: all_reduces up to this size go by host_allreduce (0: never).
-  mpi_backend(MPI_Comm comm, int rank, int size, std::size_t rd_bytes)
-      : comm_(comm), rank_(rank), size_(size), rd_bytes_(rd_bytes) {}
+  // shm: all_reduces up to shm->most() go through shared memory (nullptr: none do).
+  mpi_backend(MPI_Comm comm, int rank, int size, std::size_t rd_bytes, std::size_t shm_bytes,
+              std::unique_ptr<shm_reducer> shm)
+      : comm_(comm), rank_(rank), size_(size), rd_bytes_(rd_bytes), shm_bytes_(shm_bytes), shm_(std::move(shm)) {}
   ~mpi_backend() override {
     if (!aborted_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
   }
@@ -207,6 +212,10 @@ class mpi_backend final : public comm_backend {
       case coll_kind::all_reduce: {
         ATOMR_ASSIGN_OR_RETURN(MPI_Op op, mpi_op(r.spec.type, p.op));
         if (p.op == reduce_op::avg) st->finish = [=, this] { divide_elements(type, recv, count, size_); };
+        if (use_shm(bytes)) {
+          ATOMR_ASSIGN_OR_RETURN(st->shm, start_shm({{send, recv, bytes}}, type, op));
+          return ok();
+        }
         if (use_reduction(bytes)) {
           if (!in_place) std::memcpy(recv, send, bytes);
           ATOMR_ASSIGN_OR_RETURN(st->reduction, start_reduction(recv, n, t, op, r.deadline, bytes));
@@ -272,6 +281,22 @@ class mpi_backend final : public comm_backend {
     if (total > static_cast<std::size_t>(INT_MAX)) {
       return error(errc::internal, "packed all_reduce larger than MPI's int count");
     }
+    if (use_shm(total * elem)) {
+      // Straight from the requests' buffers into the shared ring and back: no pack.
+      std::vector<shm_piece> pieces;
+      pieces.reserve(batch.size());
+      for (const auto* r : batch) pieces.push_back({r->spec.send[0]->ptr, r->spec.recv[0]->ptr, r->bytes()});
+      auto st = std::make_shared<host_state>();
+      ATOMR_ASSIGN_OR_RETURN(MPI_Op mop, mpi_op(type, op));
+      if (op == reduce_op::avg) {
+        st->finish = [=, this] {
+          for (const auto& p : pieces) divide_elements(type, p.recv, p.bytes / elem, size_);
+        };
+      }
+      ATOMR_ASSIGN_OR_RETURN(st->shm, start_shm(pieces, type, mop));
+      for (auto* r : batch) r->state = st;
+      return ok();
+    }
     std::shared_ptr<std::byte[]> pack = packs_->take(total * elem);
     std::size_t offset = 0;
     std::vector<std::pair<void*, std::size_t>> outs;  // recv pointer, offset in the pack
@@ -321,7 +346,10 @@ class mpi_backend final : public comm_backend {
     auto* st = static_cast<host_state*>(r.state.get());
     if (st->finished) return true;
     int done = 0;
-    if (st->reduction) {
+    if (st->shm) {
+      ATOMR_TRY(shm_->progress());
+      done = st->shm->done() ? 1 : 0;
+    } else if (st->reduction) {
       ATOMR_TRY(progress_reductions());
       done = st->reduction->done() ? 1 : 0;
     } else {
@@ -340,7 +368,10 @@ class mpi_backend final : public comm_backend {
   void abort() override {
     aborted_ = true;
     reductions_.clear();
+    if (shm_) shm_->abandon();
   }
+
+  std::uint64_t shared_memory_reductions() const override { return shm_started_.load(std::memory_order_relaxed); }
 
   result<std::unique_ptr<comm_backend>> split(int color, int key, clock::time_point deadline) override {
     // Every rank arrives first (bounded), so the blocking split below cannot hang.
@@ -352,12 +383,19 @@ class mpi_backend final : public comm_backend {
     int size = 0;
     ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(sub, &rank)));
     ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(sub, &size)));
-    return std::unique_ptr<comm_backend>(new mpi_backend(sub, rank, size, rd_bytes_));
+    ATOMR_ASSIGN_OR_RETURN(auto shm, shm_reducer::open(sub, rank, size, shm_bytes_, deadline));
+    return std::unique_ptr<comm_backend>(new mpi_backend(sub, rank, size, rd_bytes_, shm_bytes_, std::move(shm)));
   }
 
  private:
   // (The choice must be the same on every rank: it depends on the size only.)
   bool use_reduction(std::size_t bytes) const { return bytes <= rd_bytes_; }
+  bool use_shm(std::size_t bytes) const { return shm_ && bytes > 0 && bytes <= shm_->most(); }
+
+  result<std::shared_ptr<shm_reduction>> start_shm(std::vector<shm_piece> pieces, dtype type, MPI_Op op) {
+    shm_started_.fetch_add(1, std::memory_order_relaxed);
+    return shm_->start(std::move(pieces), mpi_type(type), op, local::size_of(type));
+  }
 
   // Reductions in flight are capped (k_most_in_flight): their tags must not wrap onto one still
   // in flight, and each turn tests all of them. Waiting here is a local choice (it changes no
@@ -416,6 +454,9 @@ class mpi_backend final : public comm_backend {
   int rank_;
   int size_;
   std::size_t rd_bytes_;
+  std::size_t shm_bytes_;
+  std::unique_ptr<shm_reducer> shm_;
+  std::atomic<std::uint64_t> shm_started_{0};  // (read by stats() on callers' threads)
   std::uint64_t next_reduction_ = 0;
   std::vector<std::shared_ptr<host_allreduce>> reductions_;  // in flight, oldest first
   std::vector<MPI_Request> pending_;                         // their messages, for one MPI_Testsome
@@ -445,7 +486,11 @@ result<std::unique_ptr<comm_backend>> make_host_backend(MPI_Comm comm, clock::ti
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_get_attr(data, MPI_TAG_UB, &tag_ub, &found)));
   const bool tags_fit =
       found && tag_ub != nullptr && *tag_ub >= host_allreduce::k_tag_span * (mpi_backend::k_tag_spans + 2);
-  return std::unique_ptr<comm_backend>(new mpi_backend(data, rank, size, tags_fit ? static_cast<std::size_t>(rd) : 0));
+  ATOMR_ASSIGN_OR_RETURN(const auto shm_bytes, tunable_int(tunables::host_shm_bytes));
+  if (shm_bytes < 0) return error(errc::invalid_argument, "ATOMR_HOST_SHM_BYTES must not be negative");
+  ATOMR_ASSIGN_OR_RETURN(auto shm, shm_reducer::open(data, rank, size, static_cast<std::size_t>(shm_bytes), deadline));
+  return std::unique_ptr<comm_backend>(new mpi_backend(data, rank, size, tags_fit ? static_cast<std::size_t>(rd) : 0,
+                                                       static_cast<std::size_t>(shm_bytes), std::move(shm)));
 }
 
 }  // namespace atomr::cluster::detail

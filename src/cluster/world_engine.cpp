@@ -483,6 +483,7 @@ world::stats_snapshot world_engine::stats() const {
   s.graph_captures = stats_.graph_captures.load(std::memory_order_acquire);
   s.graph_launches = stats_.graph_launches.load(std::memory_order_acquire);
   s.graph_chained = stats_.graph_chained.load(std::memory_order_acquire);
+  s.shared_memory = backend_->shared_memory_reductions();
   return s;
 }
 

@@ -1,5 +1,7 @@
 // Every collective, several types and every reduction, on the host backend, with exact expected
 // values: rank r's element i is (r + 1) + i % 3 (or 1 + (r + i) % 2 for prod, to stay in range).
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -341,9 +343,10 @@ TEST_F(Collectives, SmallAllReducesSubmittedTogetherArePacked) {
   EXPECT_EQ(s.agreements, 1u);  // one plan covered both batches
 }
 
-// Packs above ATOMR_HOST_RD_BYTES (64 KiB) go by MPI_Iallreduce from one pooled buffer into
-// another. Several in flight at once, from calls not waited for in between, and their buffers
-// reused from the pool: every call's values come back exact, none mixed with another's.
+// Packs above ATOMR_HOST_RD_BYTES (64 KiB) go through shared memory in slices, one per rank (or,
+// with ATOMR_HOST_SHM_BYTES=0, by MPI_Iallreduce from one pooled buffer into another). Several in flight at once, from
+// calls not waited for in between, and their buffers reused from the pool: every call's values come back exact, none
+// mixed with another's.
 TEST_F(Collectives, LargePacksInFlightTogetherStayExact) {
   auto w = make_world();
   ASSERT_TRUE(w);
@@ -371,6 +374,123 @@ TEST_F(Collectives, LargePacksInFlightTogetherStayExact) {
   }
   if (size_ > 1) {
     EXPECT_EQ(w->stats().packed, static_cast<std::uint64_t>(k_calls * k));
+  }
+}
+
+// Whether every rank has this rank's host name.
+bool one_host() {
+  char mine[256] = {};
+  gethostname(mine, sizeof(mine) - 1);
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<char> all(sizeof(mine) * static_cast<std::size_t>(size));
+  MPI_Allgather(mine, sizeof(mine), MPI_CHAR, all.data(), sizeof(mine), MPI_CHAR, MPI_COMM_WORLD);
+  for (int r = 0; r < size; ++r) {
+    if (std::strcmp(all.data() + sizeof(mine) * static_cast<std::size_t>(r), mine) != 0) return false;
+  }
+  return true;
+}
+
+// Where every rank is on one host, the host backend reduces all_reduces through shared memory
+// (unless ATOMR_HOST_SHM_BYTES=0, which the test command also runs; ranks on several hosts, as in
+// the multihost tests, use MPI): sizes on both sides of the whole/sliced boundary, out of place and
+// in place, give exact sums.
+TEST_F(Collectives, AllReducesGoThroughSharedMemoryOnOneNode) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  const char* env = std::getenv("ATOMR_HOST_SHM_BYTES");
+  // (The gpu build's NCCL world never uses it.)
+  const bool off =
+      (env != nullptr && std::strcmp(env, "0") == 0) || !one_host() || w->backend() != cluster::world_backend::host;
+  std::vector<local::gpu_ref<float>> bufs;
+  std::vector<local::gpu_ref<float>> outs;
+  std::vector<cluster::future<void>> done;
+  const std::size_t sizes[] = {1, 2, 4095, 4096, 4097, 100000};  // elements: 4 B .. 400 KB
+  for (std::size_t i = 0; i < std::size(sizes); ++i) {
+    std::vector<float> v(sizes[i]);
+    for (std::size_t j = 0; j < v.size(); ++j) v[j] = static_cast<float>((rank_ + 1) * (j % 97) + i);
+    bufs.push_back(buffer(v));
+    outs.push_back(buffer(std::vector<float>(sizes[i], -1.0F)));
+    done.push_back(w->all_reduce(bufs.back(), outs.back(), cluster::reduce_op::sum));
+  }
+  // (In place after the reads are done: a pending collective's inputs must not be written.)
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  done.clear();
+  for (const auto& b : bufs) done.push_back(w->all_reduce(b, cluster::reduce_op::sum));
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  const double ranks = size_ * (size_ + 1) / 2.0;
+  for (std::size_t i = 0; i < std::size(sizes); ++i) {
+    const auto out = read(outs[i]);
+    const auto in_place = read(bufs[i]);
+    for (std::size_t j = 0; j < sizes[i]; ++j) {
+      const auto expected = static_cast<float>(ranks * static_cast<double>(j % 97) + static_cast<double>(size_ * i));
+      ASSERT_EQ(out[j], expected) << "size " << sizes[i] << ", element " << j;
+      ASSERT_EQ(in_place[j], expected) << "size " << sizes[i] << ", element " << j << " (in place)";
+    }
+  }
+  const auto s = w->stats();
+  if (size_ == 1 || off) {
+    EXPECT_EQ(s.shared_memory, 0u);
+  } else {
+    EXPECT_EQ(s.shared_memory, s.issues) << "every all_reduce here fits the default ring (4 MiB)";
+  }
+}
+
+// A small ring (64 KiB a rank: reductions up to 32 KiB) under hundreds of all_reduces in flight,
+// alone and packed, of seeded random sizes: its space is taken in order, wraps around many
+// times, and is reused only once every rank is done with it; every value comes back exact.
+TEST_F(Collectives, ASmallSharedMemoryRingWrapsAroundWithManyReductionsInFlight) {
+  const char* before = std::getenv("ATOMR_HOST_SHM_BYTES");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("ATOMR_HOST_SHM_BYTES", "65536", 1);
+  auto w = make_world();
+  if (before != nullptr) {
+    setenv("ATOMR_HOST_SHM_BYTES", saved.c_str(), 1);
+  } else {
+    unsetenv("ATOMR_HOST_SHM_BYTES");
+  }
+  ASSERT_TRUE(w);
+  std::mt19937 gen(20261127);                                 // the same sizes on every rank
+  std::uniform_int_distribution<std::size_t> elems(1, 8192);  // up to 32 KiB
+  constexpr int k = 600;
+  std::vector<local::gpu_ref<std::int32_t>> bufs;
+  std::vector<cluster::future<void>> done;
+  auto value = [&](int i, std::size_t j, int rank) {
+    return static_cast<std::int32_t>((rank + 1) * 1000 + i + j % 13);
+  };
+  std::vector<cluster::coll_spec> together;
+  for (int i = 0; i < k; ++i) {
+    std::vector<std::int32_t> v(elems(gen));
+    for (std::size_t j = 0; j < v.size(); ++j) v[j] = value(i, j, rank_);
+    bufs.push_back(buffer(v));
+    if (i % 3 == 0) {
+      together.push_back({cluster::coll_kind::all_reduce,
+                          local::dtype::i32,
+                          {cluster::reduce_op::sum, 0, 0},
+                          {bufs.back().block()},
+                          {bufs.back().block()}});
+    } else {
+      done.push_back(w->all_reduce(bufs.back(), cluster::reduce_op::sum));
+    }
+    if (together.size() == 50) {
+      for (auto& f : w->submit_all(std::move(together))) done.push_back(std::move(f));
+      together.clear();
+    }
+  }
+  for (auto& f : w->submit_all(std::move(together))) done.push_back(std::move(f));
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  for (int i = 0; i < k; ++i) {
+    const auto got = read(bufs[static_cast<std::size_t>(i)]);
+    for (std::size_t j = 0; j < got.size(); ++j) {
+      std::int32_t expected = 0;
+      for (int r = 0; r < size_; ++r) expected += value(i, j, r);
+      ASSERT_EQ(got[j], expected) << "request " << i << ", element " << j << " of " << got.size();
+    }
+  }
+  if (size_ > 1) {
+    const auto s = w->stats();
+    if (one_host() && w->backend() == cluster::world_backend::host) EXPECT_GT(s.shared_memory, 0u);
+    EXPECT_GT(s.packed, 0u);
   }
 }
 

@@ -456,12 +456,13 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
   if (lead) {
     std::printf(
         "# engine over the rows (rank 0): %llu requests in %llu issues, %llu packed; CUDA graphs: %llu votes, %llu "
-        "captures, %llu requests launched, %llu in chains\n",
+        "captures, %llu requests launched, %llu in chains; %llu issues through shared memory\n",
         static_cast<unsigned long long>(run_stats.requests), static_cast<unsigned long long>(run_stats.issues),
         static_cast<unsigned long long>(run_stats.packed), static_cast<unsigned long long>(run_stats.graph_votes),
         static_cast<unsigned long long>(run_stats.graph_captures),
         static_cast<unsigned long long>(run_stats.graph_launches),
-        static_cast<unsigned long long>(run_stats.graph_chained));
+        static_cast<unsigned long long>(run_stats.graph_chained),
+        static_cast<unsigned long long>(run_stats.shared_memory));
   }
   const nlohmann::json engine_json = {{"requests", run_stats.requests},
                                       {"issues", run_stats.issues},
@@ -469,7 +470,8 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                                       {"graph_votes", run_stats.graph_votes},
                                       {"graph_captures", run_stats.graph_captures},
                                       {"graph_launches", run_stats.graph_launches},
-                                      {"graph_chained", run_stats.graph_chained}};
+                                      {"graph_chained", run_stats.graph_chained},
+                                      {"shared_memory", run_stats.shared_memory}};
   nlohmann::json many_json;
   if (s.many > 0 && s.kind == coll_kind::all_reduce && devs.size() == 1) {
     const std::size_t count = std::max<std::size_t>(s.many_bytes / sizeof(T), 1);

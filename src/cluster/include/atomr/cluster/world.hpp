@@ -211,6 +211,9 @@ class world {
     std::uint64_t graph_launches = 0;
     // Requests that went in a chain's graph (captured or launched).
     std::uint64_t graph_chained = 0;
+    // Host backend, every rank on one node: all_reduces (a packed batch counting once) reduced
+    // through the ranks' shared memory rather than by MPI (ATOMR_HOST_SHM_BYTES).
+    std::uint64_t shared_memory = 0;
   };
   stats_snapshot stats() const;
 

@@ -42,6 +42,10 @@ inline constexpr tunable coll_seal_bytes{"coll_seal_bytes", "ATOMR_COLL_SEAL_BYT
 inline constexpr tunable host_rd_bytes{
     "host_rd_bytes", "ATOMR_HOST_RD_BYTES", "65536",
     "host backend: all_reduces (and packs) up to this size go by point-to-point recursive doubling; 0: MPI_Iallreduce"};
+inline constexpr tunable host_shm_bytes{
+    "host_shm_bytes", "ATOMR_HOST_SHM_BYTES", "4194304",
+    "host backend, every rank on one node: each rank's shared-memory ring; all_reduces (and packs) up to half of it "
+    "are reduced through it (at most 256 MiB for all ranks together); 0: never"};
 
 inline constexpr tunable nccl_blocking{
     "nccl_blocking", "ATOMR_NCCL_BLOCKING", "1",
@@ -142,6 +146,7 @@ inline constexpr std::array k_all{&log,
                                   &wait_look,
                                   &wait_assist,
                                   &host_rd_bytes,
+                                  &host_shm_bytes,
                                   &nccl_scalable_ranks,
                                   &nccl_ranks_per_id,
                                   &nccl_graphs,

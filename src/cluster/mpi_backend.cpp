@@ -383,7 +383,7 @@ class mpi_backend final : public comm_backend {
     int size = 0;
     ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(sub, &rank)));
     ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(sub, &size)));
-    ATOMR_ASSIGN_OR_RETURN(auto shm, shm_reducer::open(sub, rank, size, shm_bytes_, deadline));
+    ATOMR_ASSIGN_OR_RETURN(auto shm, shm_reducer::open(comm_, sub, rank, size, shm_bytes_, deadline));
     return std::unique_ptr<comm_backend>(new mpi_backend(sub, rank, size, rd_bytes_, shm_bytes_, std::move(shm)));
   }
 
@@ -488,7 +488,8 @@ result<std::unique_ptr<comm_backend>> make_host_backend(MPI_Comm comm, clock::ti
       found && tag_ub != nullptr && *tag_ub >= host_allreduce::k_tag_span * (mpi_backend::k_tag_spans + 2);
   ATOMR_ASSIGN_OR_RETURN(const auto shm_bytes, tunable_int(tunables::host_shm_bytes));
   if (shm_bytes < 0) return error(errc::invalid_argument, "ATOMR_HOST_SHM_BYTES must not be negative");
-  ATOMR_ASSIGN_OR_RETURN(auto shm, shm_reducer::open(data, rank, size, static_cast<std::size_t>(shm_bytes), deadline));
+  ATOMR_ASSIGN_OR_RETURN(auto shm,
+                         shm_reducer::open(comm, data, rank, size, static_cast<std::size_t>(shm_bytes), deadline));
   return std::unique_ptr<comm_backend>(new mpi_backend(data, rank, size, tags_fit ? static_cast<std::size_t>(rd) : 0,
                                                        static_cast<std::size_t>(shm_bytes), std::move(shm)));
 }

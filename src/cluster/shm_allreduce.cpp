@@ -64,7 +64,8 @@ std::byte* shm_reducer::ring_of(int rank) const {
   return static_cast<std::byte*>(map_) + header + static_cast<std::size_t>(rank) * ring_;
 }
 
-result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm comm, int rank, int size, std::size_t ring_bytes,
+result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm comm, int rank, int size,
+                                                       std::size_t ring_bytes,
                                                        std::chrono::steady_clock::time_point deadline) {
   // (Every rank decides alike: the arguments are the same everywhere.)
   const std::size_t ring = std::min(align_up(ring_bytes, k_page),
@@ -72,9 +73,37 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm comm, int rank, 
   if (size < 2 || ring < k_least_ring) return std::unique_ptr<shm_reducer>();
   const std::size_t header = align_up(k_line + static_cast<std::size_t>(size) * sizeof(counters), k_page);
   const std::size_t total = header + static_cast<std::size_t>(size) * ring;
+  // Every rank's rank in `parent`: the messages below go there. `comm` is new, and may still be
+  // under construction on other ranks (a blocking split returns on some ranks first): Open MPI's
+  // nonblocking collectives on it, right after, hung 1 in 5 runs at 4 ranks on the GPU machine
+  // (docs/benchmarks.md, twenty-second session).
+  std::vector<int> in_parent(static_cast<std::size_t>(size));
+  {
+    MPI_Group mine = MPI_GROUP_NULL;
+    MPI_Group theirs = MPI_GROUP_NULL;
+    std::vector<int> ranks(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) ranks[static_cast<std::size_t>(r)] = r;
+    auto got = ATOMR_MPI_CHECK(MPI_Comm_group(comm, &mine));
+    if (got) got = ATOMR_MPI_CHECK(MPI_Comm_group(parent, &theirs));
+    if (got) got = ATOMR_MPI_CHECK(MPI_Group_translate_ranks(mine, size, ranks.data(), theirs, in_parent.data()));
+    if (mine != MPI_GROUP_NULL) MPI_Group_free(&mine);
+    if (theirs != MPI_GROUP_NULL) MPI_Group_free(&theirs);
+    ATOMR_TRY(got);
+  }
+  const int leader = in_parent[0];
+  auto exchange = [&](void* data, int bytes, int peer, bool send, const char* what) -> result<void> {
+    MPI_Request q = MPI_REQUEST_NULL;
+    ATOMR_TRY(ATOMR_MPI_CHECK(send ? MPI_Isend(data, bytes, MPI_BYTE, peer, k_tag, parent, &q)
+                                   : MPI_Irecv(data, bytes, MPI_BYTE, peer, k_tag, parent, &q)));
+    return wait_mpi(q, deadline, what);
+  };
   announcement a;
   std::string why;
   void* map = MAP_FAILED;
+  auto drop = [&] {
+    if (map != MAP_FAILED) munmap(map, total);
+    map = MAP_FAILED;
+  };
   auto map_fd = [&](int fd) {
     map = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) why = errno_text("mmap");
@@ -111,32 +140,40 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm comm, int rank, 
     }
     a.ok = map != MAP_FAILED ? 1 : 0;
   }
-  auto drop = [&] {
-    if (map != MAP_FAILED) munmap(map, total);
-    map = MAP_FAILED;
-  };
-  {
-    MPI_Request q = MPI_REQUEST_NULL;
-    auto sent = ATOMR_MPI_CHECK(MPI_Ibcast(&a, sizeof(a), MPI_BYTE, 0, comm, &q));
-    if (sent) sent = wait_mpi(q, deadline, "sharing the host backend's shared-memory segment");
-    if (!sent) {
-      if (rank == 0 && a.ok) shm_unlink(a.name);
-      drop();
-      return sent.error_value();
+  // Rank 0 tells each rank the name; each says whether it mapped the segment; rank 0 tells all
+  // whether every rank did. (A failure here leaves the segment's name to rank 0 to remove.)
+  auto steps = [&]() -> result<int> {
+    if (rank == 0) {
+      for (int r = 1; r < size; ++r) {
+        ATOMR_TRY(exchange(&a, sizeof(a), in_parent[static_cast<std::size_t>(r)], true,
+                           "sharing the host backend's shared-memory segment"));
+      }
+      int all = a.ok;
+      for (int r = 1; r < size; ++r) {
+        int theirs = 0;
+        ATOMR_TRY(exchange(&theirs, sizeof(theirs), in_parent[static_cast<std::size_t>(r)], false,
+                           "hearing whether every rank mapped the shared-memory segment"));
+        all = std::min(all, theirs);
+      }
+      for (int r = 1; r < size; ++r) {
+        ATOMR_TRY(exchange(&all, sizeof(all), in_parent[static_cast<std::size_t>(r)], true,
+                           "telling every rank whether the shared-memory segment is used"));
+      }
+      return all;
     }
-  }
-  char host[sizeof(a.host)] = {};
-  gethostname(host, sizeof(host) - 1);
-  a.host[sizeof(a.host) - 1] = '\0';
-  if (rank != 0 && a.ok && std::strcmp(host, a.host) != 0) {
-    // Another node, by name (ranks in network namespaces of one machine, too, are taken at their
-    // word: their /dev/shm may be shared, but they stand for separate hosts).
-    why = std::string("rank 0 is on ") + a.host + ", this rank on " + host;
-  } else if (rank != 0 && a.ok) {
+    ATOMR_TRY(exchange(&a, sizeof(a), leader, false, "hearing of the host backend's shared-memory segment"));
     a.name[sizeof(a.name) - 1] = '\0';
-    const int fd = shm_open(a.name, O_RDWR, 0600);
-    if (fd < 0) {
-      why = errno_text("shm_open");  // (another node: the name is not there)
+    a.host[sizeof(a.host) - 1] = '\0';
+    char host[sizeof(a.host)] = {};
+    gethostname(host, sizeof(host) - 1);
+    if (!a.ok) {
+      why = "rank 0 could not make it";
+    } else if (std::strcmp(host, a.host) != 0) {
+      // Another node, by name (ranks in network namespaces of one machine, too, are taken at
+      // their word: their /dev/shm may be shared, but they stand for separate hosts).
+      why = std::string("rank 0 is on ") + a.host + ", this rank on " + host;
+    } else if (const int fd = shm_open(a.name, O_RDWR, 0600); fd < 0) {
+      why = errno_text("shm_open");
     } else {
       struct stat st {};
       if (fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != a.bytes || a.bytes != total) {
@@ -152,23 +189,18 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm comm, int rank, 
         drop();
       }
     }
-  } else if (rank != 0) {
-    why = "rank 0 could not make it";
-  }
-  int all = map != MAP_FAILED ? 1 : 0;
-  {
-    MPI_Request q = MPI_REQUEST_NULL;
-    auto agreed = ATOMR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, comm, &q));
-    if (agreed) agreed = wait_mpi(q, deadline, "agreeing on the host backend's shared-memory segment");
-    // Every rank that will map it has: the name can go (the segment lives while it is mapped).
-    if (rank == 0 && a.ok) shm_unlink(a.name);
-    if (!agreed) {
-      drop();
-      return agreed.error_value();
-    }
-  }
-  if (!all) {
+    int mine = map != MAP_FAILED ? 1 : 0;
+    ATOMR_TRY(exchange(&mine, sizeof(mine), leader, true, "saying whether this rank mapped the shared-memory segment"));
+    int all = 0;
+    ATOMR_TRY(exchange(&all, sizeof(all), leader, false, "hearing whether the shared-memory segment is used"));
+    return all;
+  };
+  const auto all = steps();
+  // Every rank that will map it has: the name can go (the segment lives while it is mapped).
+  if (rank == 0 && a.ok) shm_unlink(a.name);
+  if (!all || !*all) {
     drop();
+    if (!all) return all.error_value();
     log::get("cluster")->debug("host backend: no shared-memory all_reduce ({}); MPI does them",
                                why.empty() ? "another rank could not map the segment" : why);
     return std::unique_ptr<shm_reducer>();

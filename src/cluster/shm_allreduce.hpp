@@ -70,11 +70,16 @@ class shm_reducer {
   // Reductions up to this size are reduced whole by every rank (one step fewer).
   static constexpr std::size_t k_whole_bytes = 16384;
 
-  // Collective over `comm` (bounded by `deadline`): maps a segment of `ring_bytes` per rank that
-  // every rank shares, or gives nullptr where they cannot (ranks on several nodes, no room in
-  // /dev/shm: the reason is logged at debug level). Errors only for MPI failures and timeouts.
-  static result<std::unique_ptr<shm_reducer>> open(MPI_Comm comm, int rank, int size, std::size_t ring_bytes,
+  // Collective over `comm` (bounded by `deadline`; `rank` and `size` are this rank's in it):
+  // maps a segment of `ring_bytes` per rank that every rank shares, or gives nullptr where they
+  // cannot (ranks on several nodes, no room in /dev/shm: the reason is logged at debug level).
+  // The ranks agree by point-to-point messages on `parent`, a communicator that holds `comm`'s
+  // ranks and is complete on every rank already. Errors only for MPI failures and timeouts.
+  static result<std::unique_ptr<shm_reducer>> open(MPI_Comm parent, MPI_Comm comm, int rank, int size,
+                                                   std::size_t ring_bytes,
                                                    std::chrono::steady_clock::time_point deadline);
+  // The tag of those messages on `parent` (next to the host backend's send/recv tag).
+  static constexpr int k_tag = 0x41544e;
   ~shm_reducer();
   shm_reducer(const shm_reducer&) = delete;
   shm_reducer& operator=(const shm_reducer&) = delete;

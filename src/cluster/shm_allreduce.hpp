@@ -78,8 +78,9 @@ class shm_reducer {
   static result<std::unique_ptr<shm_reducer>> open(MPI_Comm parent, MPI_Comm comm, int rank, int size,
                                                    std::size_t ring_bytes,
                                                    std::chrono::steady_clock::time_point deadline);
-  // The tag of those messages on `parent` (next to the host backend's send/recv tag).
-  static constexpr int k_tag = 0x41544e;
+  // The tag of those messages on `parent` ("ASM"; apart from the other tags on the world's
+  // control communicator and the host backend's: send/recv "ATM", failure notices "ATN").
+  static constexpr int k_tag = 0x41534d;
   ~shm_reducer();
   shm_reducer(const shm_reducer&) = delete;
   shm_reducer& operator=(const shm_reducer&) = delete;

@@ -622,6 +622,18 @@ void world_engine::run() {
       missed_since = {};
     }
     if (kick_.exchange(false, std::memory_order_acq_rel)) last_change = clock::now();
+    // Idle tasks were taken on what the last turn left (`busy`), but a caller may have issued
+    // since (hand_over, assist) without a kick: a request whose plan exchange is still out in the
+    // background, say. A split run then would block this rank in its agreement while a peer
+    // waits for this rank's part of that exchange, and neither gets on (SplitByParity at 4 ranks
+    // hung so, 1 run in 3 with spinning waits). Tasks run only when nothing is open.
+    if (!tasks.empty() && has_work()) {
+      std::lock_guard lock(mutex_);
+      idle_tasks_.insert(idle_tasks_.begin(), std::make_move_iterator(tasks.begin()),
+                         std::make_move_iterator(tasks.end()));
+      tasks.clear();
+      busy = true;
+    }
     for (auto& t : tasks) t();
     const auto before = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
                                         graph_vote_ != nullptr, resolving_.size());

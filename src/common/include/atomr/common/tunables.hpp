@@ -50,6 +50,10 @@ inline constexpr tunable host_shm_bytes{
 inline constexpr tunable nccl_blocking{
     "nccl_blocking", "ATOMR_NCCL_BLOCKING", "1",
     "1: blocking NCCL communicators (a blocked call is aborted at its deadline); 0: nonblocking (slow enqueue)"};
+inline constexpr tunable spin{
+    "spin", "ATOMR_SPIN", "auto",
+    "how polling threads wait between looks: pause (spin with the CPU's pause hint), yield (give the core up), "
+    "auto: pause where a rank has 4 CPUs or more"};
 inline constexpr tunable avoid_irq_cpus{
     "avoid_irq_cpus", "ATOMR_AVOID_IRQ_CPUS", "1",
     "1: a world's progress thread and the thread that creates it keep off the CPUs that take the node's GPU "
@@ -151,7 +155,8 @@ inline constexpr std::array k_all{&log,
                                   &nccl_ranks_per_id,
                                   &nccl_graphs,
                                   &nccl_graph_bytes,
-                                  &avoid_irq_cpus};
+                                  &avoid_irq_cpus,
+                                  &spin};
 }  // namespace tunables
 
 // The value in effect: the environment variable if set and non-empty, else the default.

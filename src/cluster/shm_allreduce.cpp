@@ -49,8 +49,18 @@ std::string errno_text(const char* what) { return std::string(what) + ": " + std
 
 }  // namespace
 
+// The segment's start: the cookie's line, then every rank's counters, to a page; the rings follow.
+std::size_t shm_reducer::header_bytes(int size) {
+  return align_up(k_line + static_cast<std::size_t>(size) * sizeof(counters), k_page);
+}
+
 shm_reducer::shm_reducer(void* map, std::size_t map_bytes, int rank, int size, std::size_t ring)
-    : map_(map), map_bytes_(map_bytes), rank_(rank), size_(size), ring_(ring) {}
+    : map_(map),
+      map_bytes_(map_bytes),
+      rings_(static_cast<std::byte*>(map) + header_bytes(size)),
+      rank_(rank),
+      size_(size),
+      ring_(ring) {}
 
 shm_reducer::~shm_reducer() { munmap(map_, map_bytes_); }
 
@@ -59,10 +69,7 @@ shm_reducer::counters& shm_reducer::of(int rank) const {
   return *std::launder(reinterpret_cast<counters*>(base + static_cast<std::size_t>(rank) * sizeof(counters)));
 }
 
-std::byte* shm_reducer::ring_of(int rank) const {
-  const std::size_t header = align_up(k_line + static_cast<std::size_t>(size_) * sizeof(counters), k_page);
-  return static_cast<std::byte*>(map_) + header + static_cast<std::size_t>(rank) * ring_;
-}
+std::byte* shm_reducer::ring_of(int rank) const { return rings_ + static_cast<std::size_t>(rank) * ring_; }
 
 result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm comm, int rank, int size,
                                                        std::size_t ring_bytes,
@@ -71,8 +78,7 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
   const std::size_t ring = std::min(align_up(ring_bytes, k_page),
                                     k_most_total / static_cast<std::size_t>(std::max(size, 1)) / k_page * k_page);
   if (size < 2 || ring < k_least_ring) return std::unique_ptr<shm_reducer>();
-  const std::size_t header = align_up(k_line + static_cast<std::size_t>(size) * sizeof(counters), k_page);
-  const std::size_t total = header + static_cast<std::size_t>(size) * ring;
+  const std::size_t total = header_bytes(size) + static_cast<std::size_t>(size) * ring;
   // Every rank's rank in `parent`: the messages below go there. `comm` is new, and may still be
   // under construction on other ranks (a blocking split returns on some ranks first): Open MPI's
   // nonblocking collectives on it, right after, hung 1 in 5 runs at 4 ranks on the GPU machine

@@ -102,6 +102,7 @@ class shm_reducer {
   struct counters;
   shm_reducer(void* map, std::size_t map_bytes, int rank, int size, std::size_t ring);
   counters& of(int rank) const;
+  static std::size_t header_bytes(int size);
   std::byte* ring_of(int rank) const;
   // True once `r` is done; `may_finish`: every reduction before it is done (else only its inputs
   // may go in).
@@ -113,6 +114,7 @@ class shm_reducer {
 
   void* map_;
   std::size_t map_bytes_;
+  std::byte* rings_;  // rank 0's ring (each rank's follows the one before)
   int rank_;
   int size_;
   std::size_t ring_;

@@ -226,8 +226,8 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
   std::vector<std::unique_ptr<detail::coll_request>> part;
   std::vector<std::size_t> at;  // where each request of the part goes in out
   bool in_parts = true;         // every request so far packs
-  auto hand_over = [&] {
-    auto issued = engine_->submit_all(std::move(part), together);
+  auto hand_over = [&](bool more_coming) {
+    auto issued = engine_->submit_all(std::move(part), together, more_coming);
     for (std::size_t j = 0; j < issued.size(); ++j) out[at[j]] = std::move(issued[j]);
     part.clear();
     at.clear();
@@ -251,11 +251,11 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
     }
     part.push_back(std::move(r).value());
     at.push_back(i);
-    if (in_parts && part.size() == k_part && i + 1 < specs.size()) hand_over();
+    if (in_parts && part.size() == k_part && i + 1 < specs.size()) hand_over(true);
   }
   if (!part.empty()) {
     part.back()->ends_call = together != 0;
-    hand_over();
+    hand_over(false);
   }
   std::vector<future<void>> done;
   done.reserve(out.size());

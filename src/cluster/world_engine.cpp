@@ -401,7 +401,7 @@ void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point dea
 // Otherwise the requests wait in the inbox for the progress thread. Neither side ever blocks on
 // issue_mutex_ (both try it), so an unlock never has a sleeper to wake.
 template <typename Accept>
-void world_engine::hand_over(Accept&& accept_all) {
+void world_engine::hand_over(Accept&& accept_all, bool more_coming) {
   // A busy engine (an agreement out, requests queued or the packing window full) has nothing
   // for this caller to issue at once, and each look costs MPI progress calls (0.5-1 us each on
   // the GPU machine): a burst of 1000 small all_reduces took 1.2-1.9 ms to submit that way, and
@@ -420,7 +420,19 @@ void world_engine::hand_over(Accept&& accept_all) {
     accept_all();
     accept_direct_ = false;
   }
-  if (issuing.owns_lock()) {
+  if (issuing.owns_lock() && more_coming) {
+    // A part of a long submit_all call with more to come (the engine was idle: its first part).
+    // The caller starts it (its plan's offer goes out now) and goes back to making the next part
+    // at once: it does not poll meanwhile, so nothing keeps the progress thread off the issue
+    // lock, and the progress thread agrees on and issues what follows. (Finishing and freeing
+    // earlier requests here, as below, held the caller up between parts.)
+    issue_ready(true);
+    {
+      std::lock_guard lock(mutex_);
+      kick_.store(true, std::memory_order_release);
+    }
+    issuing.unlock();
+  } else if (issuing.owns_lock()) {
     // The caller polls for this request next (its future's wait): keep the progress thread off
     // the issue lock meanwhile, rather than have the two take turns on it.
     if (assist_hook_) assisted_.mark();
@@ -457,17 +469,19 @@ future<void> world_engine::submit(std::unique_ptr<coll_request> r) {
 }
 
 std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<coll_request>> rs,
-                                                   std::uint64_t together) {
+                                                   std::uint64_t together, bool more_coming) {
   std::vector<future<void>> out;
   out.reserve(rs.size());
-  hand_over([&] {
-    const auto deadline = clock::now() + options_.op_timeout;
-    for (auto& r : rs) {
-      if (assist_hook_) r->done.set_progress_hook(assist_hook_);
-      out.push_back(r->done.get_future());
-      accept(std::move(r), deadline, together);
-    }
-  });
+  hand_over(
+      [&] {
+        const auto deadline = clock::now() + options_.op_timeout;
+        for (auto& r : rs) {
+          if (assist_hook_) r->done.set_progress_hook(assist_hook_);
+          out.push_back(r->done.get_future());
+          accept(std::move(r), deadline, together);
+        }
+      },
+      more_coming);
   return out;
 }
 

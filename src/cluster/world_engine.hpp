@@ -43,7 +43,9 @@ class world_engine {
   future<void> submit(std::unique_ptr<detail::coll_request> r);
   // Several at once: the progress thread takes them in one go. `together` (from together_id(),
   // or 0) names the submit_all call they came with; one call may hand its requests over in parts.
-  std::vector<future<void>> submit_all(std::vector<std::unique_ptr<detail::coll_request>> rs, std::uint64_t together);
+  // `more_coming`: a part that is not the call's last (the caller goes on making requests).
+  std::vector<future<void>> submit_all(std::vector<std::unique_ptr<detail::coll_request>> rs, std::uint64_t together,
+                                       bool more_coming = false);
   std::uint64_t together_id() { return next_together_.fetch_add(1, std::memory_order_relaxed); }
   // Whether `r` is a small all_reduce this world packs with others.
   bool packs(const detail::coll_request& r) const { return packable(r); }
@@ -61,9 +63,10 @@ class world_engine {
  private:
   void accept(std::unique_ptr<detail::coll_request> r, std::chrono::steady_clock::time_point deadline,
               std::uint64_t together);
-  // Accepts (under mutex_), then issues on the calling thread if the progress thread is not.
+  // Accepts (under mutex_), then issues on the calling thread if the progress thread is not
+  // (where `more_coming`, it only starts the part and leaves the rest to the progress thread).
   template <typename Accept>
-  void hand_over(Accept&& accept_all);
+  void hand_over(Accept&& accept_all, bool more_coming = false);
   void run();
   // A caller waiting on one of this world's futures polls for it here (local::progress_hook):
   // it does the progress thread's issuing and completing itself when nobody else is.

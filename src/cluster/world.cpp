@@ -204,7 +204,7 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
   // parts need not be the same on every rank; collectives grouped by call, which are not, all go
   // in the last part. So do requests on a buffer an earlier one of the call uses: they cannot
   // pack with it, and a run of them is best agreed on in one plan for all.)
-  constexpr std::size_t k_part = 128;
+  constexpr std::size_t k_part = world_engine::k_submit_part;
   // (Kept per thread for its table: a fresh one for 1000 requests was an allocation and 32 KiB
   // to clear on every call, 9 % of the caller's time in a profile of 1000 x 2 KiB calls.)
   // (A call made from a continuation that this call runs, while it hands over, has its own.)

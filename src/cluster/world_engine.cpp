@@ -422,11 +422,15 @@ void world_engine::hand_over(Accept&& accept_all, bool more_coming) {
   }
   if (issuing.owns_lock() && more_coming) {
     // A part of a long submit_all call with more to come (the engine was idle: its first part).
-    // The caller starts it (its plan's offer goes out now) and goes back to making the next part
-    // at once: it does not poll meanwhile, so nothing keeps the progress thread off the issue
-    // lock, and the progress thread agrees on and issues what follows. (Finishing and freeing
-    // earlier requests here, as below, held the caller up between parts.)
-    issue_ready(true);
+    // The caller only posts its plan's offer and goes back to making the next part: the
+    // progress thread finishes the agreement and issues the part, and nothing keeps it off the
+    // issue lock (the caller does not poll meanwhile). Issuing here, the caller of one rank
+    // spent about 100 us on the agreement and the pack's NCCL call before it went on, and the
+    // other rank waited for its next part in every later agreement (docs/benchmarks.md,
+    // twenty-third session).
+    finish_background();
+    if (!failure_ && !exchange_ && !graph_vote_ && !queue_.empty()) start_issue();
+    note_depth();
     {
       std::lock_guard lock(mutex_);
       kick_.store(true, std::memory_order_release);
@@ -987,8 +991,11 @@ bool world_engine::start_issue() {
   // (it waits for the head's own write, or does not pack with it), so waiting only drained the
   // devices. Back to back on one buffer, every plan of 1024 requests waited so for the requests
   // in flight to finish: 400 us per plan on the two-GPU machine, in which the GPUs ran dry.
+  // A whole part of a submit_all call (see world::submit_all) goes at once, too: the caller is
+  // still making the next one, and a part held back to grow was agreed on and issued only after
+  // the call's last part came, all on the time after the call returned.
   if (packable(head) && in_flight_.size() >= k_pack_window_depth &&
-      (head.together == 0 || head.together != queued_call_end_) && !head_is_cut()) {
+      (head.together == 0 || (head.together != queued_call_end_ && queue_.size() < k_submit_part)) && !head_is_cut()) {
     return false;
   }
   // Alone at one rank, a lone small all_reduce has nothing to pack with and nobody to agree

@@ -47,6 +47,8 @@ class world_engine {
   std::vector<future<void>> submit_all(std::vector<std::unique_ptr<detail::coll_request>> rs, std::uint64_t together,
                                        bool more_coming = false);
   std::uint64_t together_id() { return next_together_.fetch_add(1, std::memory_order_relaxed); }
+  // A long submit_all call of small all_reduces is handed over in parts of this many.
+  static constexpr std::size_t k_submit_part = 128;
   // Whether `r` is a small all_reduce this world packs with others.
   bool packs(const detail::coll_request& r) const { return packable(r); }
   world::stats_snapshot stats() const;

@@ -56,6 +56,24 @@ struct coll_request {
     auto& at = trace.at_ns[static_cast<std::size_t>(s)];
     if (traced && at == 0) at = clock::now().time_since_epoch().count();
   }
+  // The same at a time read once for a whole batch (trace_now()): a clock read per request and
+  // stage put about 1 us per request on the timeline of a packed batch of hundreds, and the
+  // batches' stages looked that much longer than they were.
+  void stamp_at(trace_stage s, std::int64_t ns) {
+    auto& at = trace.at_ns[static_cast<std::size_t>(s)];
+    if (traced && at == 0) at = ns;
+  }
+  static std::int64_t trace_now() { return clock::now().time_since_epoch().count(); }
+  // Stamps `s` on every traced request of `batch` (pointers or unique_ptrs) at one clock read.
+  template <typename Batch>
+  static void stamp_all(const Batch& batch, trace_stage s) {
+    std::int64_t now = 0;
+    for (const auto& r : batch) {
+      if (!r->traced) continue;
+      if (now == 0) now = trace_now();
+      r->stamp_at(s, now);
+    }
+  }
 
   // Loops over hundreds of requests (a packed batch) run on the progress thread, and another
   // thread made each request, its state and its buffers' write marks: every first touch was a

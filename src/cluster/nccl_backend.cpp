@@ -331,7 +331,7 @@ class nccl_backend final : public comm_backend {
     }
     if (grouped) ATOMR_TRY(ATOMR_NCCL_ISSUE(ncclGroupEnd()));
     ATOMR_TRY(enqueued);
-    for (auto* r : batch) r->stamp(trace_stage::called);
+    coll_request::stamp_all(batch, trace_stage::called);
     ATOMR_TRY(finish_nccl(batch.front()->deadline));
     // The requests issued until the next seal share one state: the seal's events cover all of
     // them (one allocation and one events list per seal, not per request).
@@ -431,7 +431,7 @@ class nccl_backend final : public comm_backend {
     ATOMR_TRY(ATOMR_NCCL_ISSUE(
         ncclAllReduce(pack, pack, elems, nccl_type(type), nccl_op(batch.front()->spec.params.op), m.comm, m.stream)));
     ATOMR_TRY(finish_nccl(batch.front()->deadline));
-    for (auto* r : batch) r->stamp(trace_stage::called);
+    coll_request::stamp_all(batch, trace_stage::called);
     ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d + k, k, m.stream)));
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(pack, m.stream)));
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(descs, m.stream)));

@@ -1103,7 +1103,10 @@ void world_engine::finish_exchange() {
   settle_merged(*ex);
   const std::int32_t agreed = ex->merged.head.offered;
   const auto n = static_cast<std::size_t>(std::clamp<std::int32_t>(agreed, 1, static_cast<std::int32_t>(k_plan_most)));
-  for (std::size_t i = 0; i < n && i < queue_.size(); ++i) queue_[i]->stamp(trace_stage::agreed);
+  if (queue_.front()->traced) {
+    const auto now = coll_request::trace_now();
+    for (std::size_t i = 0; i < n && i < queue_.size(); ++i) queue_[i]->stamp_at(trace_stage::agreed, now);
+  }
   for (std::size_t i = 0; i < n; ++i) {
     bool cut = i == 0;
     cut = cut || bit(ex->merged.cuts, i);
@@ -1140,11 +1143,13 @@ void world_engine::issue_batch(std::size_t n) {
     queue_.pop_front();
   }
   if (batch.front()->traced) {
+    const auto now = coll_request::trace_now();
+    const auto thread = this_thread_id();
     for (auto& r : batch) {
-      r->stamp(trace_stage::inputs);
-      r->stamp(trace_stage::agreed);
+      r->stamp_at(trace_stage::inputs, now);
+      r->stamp_at(trace_stage::agreed, now);
       r->trace.batch = static_cast<std::uint32_t>(batch.size());
-      r->trace.progress_thread = this_thread_id();
+      r->trace.progress_thread = thread;
     }
   }
   result<void> issued = ok();
@@ -1190,9 +1195,9 @@ void world_engine::issue_batch(std::size_t n) {
     stats_.grouped.fetch_add(batch.size(), std::memory_order_release);
   }
   const bool ordered = backend_->stream_ordered();
+  coll_request::stamp_all(batch, trace_stage::called);  // where the backend did not say
+  coll_request::stamp_all(batch, trace_stage::issued);
   for (auto& r : batch) {
-    r->stamp(trace_stage::called);  // where the backend did not say
-    r->stamp(trace_stage::issued);
     if (ordered) {
       unsealed_.push_back(r.get());
       for (const auto& t : r->writes) unsealed_writes_.emplace_back(t.block, t.seq);
@@ -1345,12 +1350,14 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
   // (free_retired).
   last_finished_ = n;
   bool marked = false;
+  std::int64_t done_ns = 0;  // (one clock read for all found done in this look)
   for (std::size_t i = 0; i < n; ++i) {
     auto& r = *in_flight_[i];
     if (!r.writes_published) publish_writes(r, {});
     completed_seq_ = r.seq;
     if (r.traced) {
-      r.stamp(trace_stage::done);
+      if (done_ns == 0) done_ns = coll_request::trace_now();
+      r.stamp_at(trace_stage::done, done_ns);
       r.trace.done_thread = this_thread_id();
     }
     marked = marked || r.together != 0;

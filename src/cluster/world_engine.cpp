@@ -425,7 +425,7 @@ void world_engine::hand_over(Accept&& accept_all, bool more_coming) {
     // The caller only posts its plan's offer and goes back to making the next part: the
     // progress thread finishes the agreement and issues the part, and nothing keeps it off the
     // issue lock (the caller does not poll meanwhile). Issuing here, the caller of one rank
-    // spent about 100 us on the agreement and the pack's NCCL call before it went on, and the
+    // spent about 80 us on the agreement and the pack's NCCL call before it went on, and the
     // other rank waited for its next part in every later agreement (docs/benchmarks.md,
     // twenty-third session).
     finish_background();

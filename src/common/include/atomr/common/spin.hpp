@@ -15,9 +15,10 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <thread>
+
+#include "atomr/common/tunables.hpp"
 
 namespace atomr {
 
@@ -67,9 +68,9 @@ class spin_relax {
   // the way they run on the GPU machine, where a hang showed only so.
   static bool plenty() noexcept {
     static const bool value = [] {
-      const char* mode = std::getenv("ATOMR_SPIN");
-      if (mode != nullptr && std::strcmp(mode, "pause") == 0) return true;
-      if (mode != nullptr && std::strcmp(mode, "yield") == 0) return false;
+      const auto mode = tunable_value(tunables::spin);
+      if (mode == "pause") return true;
+      if (mode == "yield") return false;
       return cpus_per_rank() >= k_plenty;
     }();
     return value;

@@ -13,6 +13,7 @@
 
 #include "atomr/cluster/request_trace.hpp"
 #include "atomr/cluster/world.hpp"
+#include "atomr/common/recycled_storage.hpp"
 
 namespace atomr::cluster::detail {
 
@@ -22,6 +23,10 @@ using clock = std::chrono::steady_clock;
 struct coll_request {
   // (Made around its spec: the spec is moved once, not assigned after the checks.)
   explicit coll_request(coll_spec&& s) : spec(std::move(s)) {}
+  // Made by callers and freed by the progress thread, hundreds a call: their storage is recycled
+  // (see recycled_storage.hpp).
+  static void* operator new(std::size_t bytes);
+  static void operator delete(void* p, std::size_t bytes) noexcept;
   coll_spec spec;
   std::size_t count = 0;  // resolved: elements per rank, as NCCL counts them
   std::uint64_t seq = 0;  // 1, 2, ... in submission order, the same on every rank

@@ -125,6 +125,15 @@ bool point_to_point(const signature& s) {
 
 }  // namespace
 
+void* detail::coll_request::operator new(std::size_t bytes) {
+  return bytes == sizeof(coll_request) ? recycled_storage<sizeof(coll_request)>::take() : ::operator new(bytes);
+}
+
+void detail::coll_request::operator delete(void* p, std::size_t bytes) noexcept {
+  if (bytes == sizeof(coll_request)) return recycled_storage<sizeof(coll_request)>::give(p);
+  ::operator delete(p);
+}
+
 std::string detail::coll_request::describe() const {
   std::string out = std::string(to_string(spec.kind)) + " #" + std::to_string(seq);
   if (spec.kind == coll_kind::barrier) return out;
@@ -233,6 +242,13 @@ void world_engine::assist() {
   if (!unsealed_.empty() && !idle_poll_covers()) seal();
   complete_finished(true, true);
   issue_released();
+  // The progress thread keeps off while callers assist, and callers that wait on call after
+  // call kept it off long enough for thousands of finished requests to pile up (settled by the
+  // done mark, unfreed): past the bound, the assisting caller settles and frees the excess itself.
+  if (resolving_.size() + retired_.size() > k_retired_most) {
+    resolve_finished(resolving_.size());
+    free_retired(false);
+  }
   // Requests this caller took from the inbox are the progress thread's to watch as well: it may
   // have gone to sleep for its 100 ms (nothing open, the inbox empty) just after this caller
   // emptied the inbox, and a caller whose own wait gives up spinning sleeps too; then nobody
@@ -502,6 +518,7 @@ world::stats_snapshot world_engine::stats() const {
   s.graph_launches = stats_.graph_launches.load(std::memory_order_acquire);
   s.graph_chained = stats_.graph_chained.load(std::memory_order_acquire);
   s.shared_memory = backend_->shared_memory_reductions();
+  s.most_unfreed = stats_.most_unfreed.load(std::memory_order_acquire);
   return s;
 }
 
@@ -1403,16 +1420,27 @@ void world_engine::resolve_finished(std::size_t most) {
 
 void world_engine::free_retired(bool all) {
   if (retired_.empty()) return;
+  // (Only here, before freeing: the lists grow within a turn, between two of these.)
+  if (const auto unfreed = retired_.size() + resolving_.size();
+      unfreed > stats_.most_unfreed.load(std::memory_order_relaxed)) {
+    stats_.most_unfreed.store(unfreed, std::memory_order_release);
+  }
   // A turn frees a chunk, and only a few requests while futures wait to be fulfilled (or after
   // a turn that fulfilled a whole chunk of requests submitted alone: more are finishing). Even
   // with nothing open it frees no more than a chunk: the next submit_all call's first part came
   // while the progress thread freed the last call's 1000 requests in one go, and waited 120 us
   // to be taken (on one rank: the other waited as long for the plan; nineteenth session's
   // timelines, docs/benchmarks.md). The loop turns until all are freed (see run()).
-  const std::size_t most = all                                                   ? retired_.size()
-                           : !resolving_.empty() || last_alone_ == k_fulfil_most ? 8
-                                                                                 : k_free_chunk;
-  for (std::size_t i = 0; i < most && !retired_.empty(); ++i) retired_.pop_back();
+  // But never more than k_retired_most are kept: a rank that submits without a pause (calls of
+  // 1000 back to back) left the engine no idle turn, and the list grew by hundreds a call (65 000
+  // requests after 100 calls), their buffers held and every new request in fresh memory.
+  // Oldest first: the buffers a caller dropped long ago are released first.
+  const std::size_t policy = all                                                   ? retired_.size()
+                             : !resolving_.empty() || last_alone_ == k_fulfil_most ? 8
+                                                                                   : k_free_chunk;
+  const std::size_t over = retired_.size() > k_retired_most ? retired_.size() - k_retired_most : 0;
+  const std::size_t most = std::min(retired_.size(), std::max(policy, over));
+  for (std::size_t i = 0; i < most; ++i) retired_.pop_front();
 }
 
 void world_engine::check_health() {

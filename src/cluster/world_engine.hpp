@@ -142,6 +142,7 @@ class world_engine {
   struct counters {
     std::atomic<std::uint64_t> requests{0}, issues{0}, packed{0}, grouped{0}, agreements{0}, assisted{0};
     std::atomic<std::uint64_t> graph_votes{0}, graph_captures{0}, graph_launches{0}, graph_chained{0};
+    std::atomic<std::uint64_t> most_unfreed{0};
   } stats_;
   // Set (under mutex_) while inbox_ holds requests: the busy progress thread looks here instead
   // of taking the lock the callers submit under.
@@ -181,7 +182,7 @@ class world_engine {
   // Finished and resolved requests not yet freed: freeing 400 requests (their buffers' and
   // batch's references) took the progress thread 80-100 us, during which the next batch's plan
   // waited. They are freed a few at a time between turns (see free_retired).
-  std::vector<std::unique_ptr<detail::coll_request>> retired_;
+  std::deque<std::unique_ptr<detail::coll_request>> retired_;
   // Finished requests of submit_all calls whose futures are not settled yet. Requests finish in
   // order, so one store of the last finished sequence number (the done mark, which the futures
   // of submit_all calls read: promise::set_done_mark) tells all their waiters at once; settling
@@ -197,6 +198,8 @@ class world_engine {
   static constexpr std::size_t k_resolve_chunk = 256;
   // How many retired requests one turn frees (freeing 400 took 80-100 us; see free_retired).
   static constexpr std::size_t k_free_chunk = 64;
+  // The most retired requests kept unfreed (see free_retired).
+  static constexpr std::size_t k_retired_most = 1024;
   // How many requests ahead the loops over a queue ask for a request's lines (and half as many
   // for its buffers'): see coll_request::prefetch.
   static constexpr std::size_t k_prefetch_ahead = 16;

@@ -2,14 +2,20 @@
 // submit_all call, in a loop long enough to profile (perf record, callgrind). Host devices and
 // the host backend, or with --gpu the rank's GPU and NCCL. Prints the median time per call and
 // the median time until submit_all returned (the caller's own part: making and handing over).
-//   mpirun -np 1 many_small_probe [rounds] [count] [bytes] [--gpu]
+//   mpirun -np 1 many_small_probe [rounds] [count] [bytes] [--gpu] [--gap]
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "atomr/cluster/world.hpp"
@@ -17,6 +23,26 @@
 namespace {
 namespace al = atomr::local;
 namespace ac = atomr::cluster;
+
+// Each thread's CPU time so far (user and system, in clock ticks), from /proc.
+std::map<int, long> thread_ticks() {
+  std::map<int, long> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream st(e.path() / "stat");
+    std::string line;
+    std::getline(st, line);
+    const auto close = line.rfind(')');  // (the name may hold spaces)
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string field;
+    long ticks = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+      if (i >= 14) ticks += std::stol(field);  // utime, stime
+    }
+    out[std::stoi(e.path().filename().string())] = ticks;
+  }
+  return out;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -27,6 +53,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   const bool gpu = std::find(args.begin(), args.end(), "--gpu") != args.end();
   std::erase(args, "--gpu");
+  // --gap: the ranks meet (MPI_Barrier) and sleep 2 ms between calls, so that each call finds the
+  // engine idle, as a training step's gradients find it after the step's compute.
+  const bool gap = std::find(args.begin(), args.end(), "--gap") != args.end();
+  std::erase(args, "--gap");
   const int rounds = args.size() > 0 ? std::atoi(args[0].c_str()) : 200;
   const int count = args.size() > 1 ? std::atoi(args[1].c_str()) : 1000;
   const std::size_t bytes = args.size() > 2 ? std::strtoull(args[2].c_str(), nullptr, 10) : 2048;
@@ -56,7 +86,15 @@ int main(int argc, char** argv) {
     }
     std::vector<double> times;
     std::vector<double> made;  // until submit_all returned: the caller's own part
+    // CPU time over the rounds, per thread: against the wall time, whether the rank's threads
+    // were busy or waiting (on the 2-core machine the ranks share the cores).
+    const auto threads0 = thread_ticks();
+    const auto wall0 = std::chrono::steady_clock::now();
     for (int r = 0; r < rounds; ++r) {
+      if (gap) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
       std::vector<ac::coll_spec> specs;
       specs.reserve(bufs.size());
       const auto t0 = std::chrono::steady_clock::now();
@@ -71,13 +109,23 @@ int main(int argc, char** argv) {
       }
       times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     }
+    double cpu = 0;
+    const double tick_us = 1e6 / static_cast<double>(sysconf(_SC_CLK_TCK));
+    for (const auto& [tid, ticks] : thread_ticks()) {
+      const auto it = threads0.find(tid);
+      const double us = static_cast<double>(ticks - (it == threads0.end() ? 0 : it->second)) * tick_us / rounds;
+      cpu += us;
+      if (us > 0) std::fprintf(stderr, "rank %d thread %d: %.1f us of CPU a call\n", rank, tid, us);
+    }
+    const double wall =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - wall0).count() / rounds;
     std::sort(times.begin(), times.end());
     std::sort(made.begin(), made.end());
     if (rank == 0) {
       std::printf(
           "many_small_probe: %d x %zu B, %d rounds: median %.1f us, min %.1f us; submit_all returned after %.1f us "
-          "(median)\n",
-          count, bytes, rounds, times[times.size() / 2], times.front(), made[made.size() / 2]);
+          "(median); this rank's CPU time %.1f us a call (mean), wall %.1f us\n",
+          count, bytes, rounds, times[times.size() / 2], times.front(), made[made.size() / 2], cpu, wall);
     }
   }
   MPI_Finalize();

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "atomr/common/recycled_storage.hpp"
 #include "atomr/common/result.hpp"
 #include "atomr/common/spin.hpp"
 
@@ -254,7 +255,9 @@ class future {
 template <typename T>
 class promise {
  public:
-  promise() : state_(std::make_shared<detail::shared_state<T>>()) {}
+  // (The state's storage is recycled: a promise is often made on one thread and its state freed on
+  // another, hundreds at a time; see recycled_storage.hpp.)
+  promise() : state_(std::allocate_shared<detail::shared_state<T>>(recycling_allocator<detail::shared_state<T>>{})) {}
   // An empty promise: no future, and its setters do nothing (a reply_to nobody waits for).
   explicit promise(std::nullptr_t) noexcept {}
   // A promise over an existing state (the ask machinery keeps the state to fail it on timeout).

@@ -471,7 +471,8 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                                       {"graph_captures", run_stats.graph_captures},
                                       {"graph_launches", run_stats.graph_launches},
                                       {"graph_chained", run_stats.graph_chained},
-                                      {"shared_memory", run_stats.shared_memory}};
+                                      {"shared_memory", run_stats.shared_memory},
+                                      {"most_unfreed", run_stats.most_unfreed}};
   nlohmann::json many_json;
   if (s.many > 0 && s.kind == coll_kind::all_reduce && devs.size() == 1) {
     const std::size_t count = std::max<std::size_t>(s.many_bytes / sizeof(T), 1);

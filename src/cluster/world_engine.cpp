@@ -833,19 +833,17 @@ class buffer_use {
 // This rank's offer: the packable all_reduces queued from the head (in check mode only the first
 // batch, so that every batch's head is compared), with a cut wherever a request cannot join the
 // batch before it. Returns how many requests it covers.
-std::size_t world_engine::plan_offer(std::uint8_t* cuts, std::size_t from) const {
+std::size_t world_engine::plan_offer(std::uint8_t* cuts) const {
   const std::size_t most = k_plan_most;
-  const std::size_t queued = queue_.size() - std::min(from, queue_.size());
-  buffer_use use(std::min(queued, most) * members_.size());
+  buffer_use use(std::min(queue_.size(), most) * members_.size());
   detail::member_waits waits;
   const coll_request* first = nullptr;
   std::size_t bytes = 0;
   std::size_t n = 0;
-  const std::size_t ahead = std::min(queued, most);
-  for (auto it = queue_.begin() + static_cast<std::ptrdiff_t>(queue_.size() - queued); it != queue_.end(); ++it) {
-    const auto& r = *it;
-    if (n + k_prefetch_ahead < ahead) queue_[from + n + k_prefetch_ahead]->prefetch();
-    if (n + k_prefetch_ahead / 2 < ahead) queue_[from + n + k_prefetch_ahead / 2]->prefetch_buffers();
+  const std::size_t ahead = std::min(queue_.size(), most);
+  for (const auto& r : queue_) {
+    if (n + k_prefetch_ahead < ahead) queue_[n + k_prefetch_ahead]->prefetch();
+    if (n + k_prefetch_ahead / 2 < ahead) queue_[n + k_prefetch_ahead / 2]->prefetch_buffers();
     if (n == most || !packable(*r)) break;
     // (The buffers first: back to back on one buffer every request conflicts with the one before,
     // and that look takes no lock, where ready() takes one per buffer.)
@@ -1100,46 +1098,7 @@ void world_engine::issue_planned() {
   std::size_t n = 1;
   while (n < planned_.size() && planned_[n] == 0) ++n;
   planned_.erase(planned_.begin(), planned_.begin() + static_cast<std::ptrdiff_t>(n));
-  if (planned_.empty()) agree_ahead(n);
   issue_batch(n);
-}
-
-// The parts of a long submit_all call were agreed on one after another, each exchange posted only
-// once the batch before it had been issued: on the two-GPU machine each part's agreement took
-// 30-40 us of the progress thread's turns, after a batch's NCCL call of 30-60 us, four or five
-// times a call of 1000 (the twenty-fourth session's timelines). Here the next part's offer goes
-// out before this batch's call, where start_issue would post it right after: only for a whole
-// part of a submit_all call, or its last, that start_issue would neither hold (the packing
-// window) nor issue alone (the latency window), so that every rank ends with the same plans,
-// whenever each posts its offer. The batch must leave the queue whole (no graph vote takes it).
-void world_engine::agree_ahead(std::size_t n) {
-  if (exchange_ || graph_vote_ || options_.check || control_size_ <= 1 || queue_.size() <= n) return;
-  if (!graph_planned_.empty() || (n == 1 && graph_shape(*queue_.front()))) return;
-  auto& next = *queue_[n];
-  if (!packable(next) || next.together == 0) return;
-  if (next.together != queued_call_end_ && queue_.size() - n < k_submit_part) return;
-  if (graph_shape(next)) {
-    const auto latency = in_latency_window(next.seq);
-    if (!latency || *latency) return;
-  }
-  if (!ready(next, scratch_waits_)) return;
-  auto ex = std::make_unique<exchange>();
-  ex->batch = 1;
-  auto& s = ex->mine.head;
-  s.offered = static_cast<std::int32_t>(plan_offer(ex->mine.cuts, n));
-  // (An offer of one is start_issue's to post: it issues that request at once.)
-  if (s.offered <= 1) return;
-  s.seq = next.seq;
-  s.count = next.count;
-  s.root = next.spec.params.root;
-  s.kind = static_cast<std::uint8_t>(next.spec.kind);
-  s.type = static_cast<std::uint8_t>(next.spec.type);
-  s.op = static_cast<std::uint8_t>(next.spec.params.op);
-  s.offered_most = s.offered;
-  next.stamp(trace_stage::inputs);
-  stats_.agreements.fetch_add(1, std::memory_order_release);
-  exchange_ = std::move(ex);
-  if (!post_exchange(*exchange_, &next)) exchange_.reset();
 }
 
 void world_engine::finish_exchange() {

@@ -87,12 +87,8 @@ class world_engine {
   void issue_ready(bool seal_now = true);
   bool start_issue();
   // Packing plans: one exchange agrees how up to `k_plan_most` queued all_reduces are batched.
-  // (From queue_[from]: agree_ahead offers what is queued behind the batch being issued.)
-  std::size_t plan_offer(std::uint8_t* cuts, std::size_t from = 0) const;
+  std::size_t plan_offer(std::uint8_t* cuts) const;
   void issue_planned();
-  // Before the last batch of a plan is issued: posts the exchange for the request behind it, so
-  // that the ranks' offers cross while this rank makes the batch's NCCL or MPI call.
-  void agree_ahead(std::size_t n);
   void finish_exchange();
   void issue_batch(std::size_t n);
   // by_caller: an assisting caller, not the progress thread (counted in stats().assisted).

@@ -6,8 +6,11 @@
 // cache spills to the shared lists, whole spans go back to the system, and the making thread's
 // next objects fault fresh pages in. `perf` of 1000 x 2 KiB all_reduces in one call on the 2-core
 // machine had 48 % of the caller's time in those faults (clear_page under tcmalloc's
-// CentralFreeList::Populate, under make_request). Here freed blocks are kept, a batch at a time,
-// for the next ones: each thread has a cache, and batches move through a pool shared by all.
+// CentralFreeList::Populate, under make_request); most of it went with the engine's bound on the
+// finished requests it keeps (world_engine::free_retired), but without recycling one of two
+// one-rank runs still took 759 us a call against 440-447 with it. Here freed blocks are kept, a
+// batch at a time, for the next ones: each thread has a cache, and batches move through a pool
+// shared by all.
 //
 // Off under the sanitizers (a recycled block would hide a use after free from them).
 #pragma once

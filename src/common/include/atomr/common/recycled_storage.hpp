@@ -63,14 +63,15 @@ class recycled_storage {
   static void give(void* b) noexcept {
     if (b == nullptr) return;
     if (!k_on) return ::operator delete(b);
-    auto& p = pool::get();
     if (t_cache_ == cache_state::gone) {
+      auto& p = pool::get();
       std::lock_guard lock(p.mutex);
       return p.put_locked(b);
     }
     auto& mine = cache();
     mine.blocks.push_back(b);                                  // (within what the cache reserved)
     if (mine.blocks.size() < k_thread_most + k_batch) return;  // a batch to the pool, for the making thread
+    auto& p = pool::get();
     std::lock_guard lock(p.mutex);
     for (std::size_t i = 0; i < k_batch; ++i) {
       p.put_locked(mine.blocks.back());

@@ -292,7 +292,15 @@ class router_core_impl final : public detail::router_core {
     for (auto& r : send_requests_) {
       if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
     }
-    if (stop_barrier_ != MPI_REQUEST_NULL) MPI_Request_free(&stop_barrier_);
+    // A barrier still open (a rank did not reach stop() within the drain timeout) cannot be freed
+    // or cancelled: MPI forbids both for a nonblocking collective, and Open MPI aborts the job
+    // with MPI_ERR_REQUEST (seen under TSan at 4 ranks). It is left to complete when the late
+    // rank arrives; only its handle is dropped.
+    if (stop_barrier_ != MPI_REQUEST_NULL) {
+      int done = 0;
+      MPI_Test(&stop_barrier_, &done, MPI_STATUS_IGNORE);
+      stop_barrier_ = MPI_REQUEST_NULL;
+    }
     if (goodbye_recv_ != MPI_REQUEST_NULL) {
       MPI_Cancel(&goodbye_recv_);
       MPI_Wait(&goodbye_recv_, MPI_STATUS_IGNORE);

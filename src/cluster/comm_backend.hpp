@@ -195,6 +195,8 @@ class comm_backend {
   virtual result<bool> test(coll_request& r) = 0;
   // All_reduces (a packed batch counting once) reduced through shared memory (the host backend).
   virtual std::uint64_t shared_memory_reductions() const { return 0; }
+  // Of those, the ones that read and wrote the ranks' buffers where they are (shm_allreduce.hpp).
+  virtual std::uint64_t shared_memory_direct() const { return 0; }
   // An error the communicator reported on its own (NCCL async errors); none on the host backend.
   virtual std::optional<error> async_error() = 0;
   // Stops the communicator; requests in flight never complete. Idempotent.

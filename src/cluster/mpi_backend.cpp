@@ -378,6 +378,7 @@ class mpi_backend final : public comm_backend {
   }
 
   std::uint64_t shared_memory_reductions() const override { return shm_started_.load(std::memory_order_relaxed); }
+  std::uint64_t shared_memory_direct() const override { return shm_ ? shm_->direct() : 0; }
 
   result<std::unique_ptr<comm_backend>> split(int color, int key, clock::time_point deadline) override {
     // Every rank arrives first (bounded), so the blocking split below cannot hang.

@@ -14,6 +14,8 @@
 
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/log.hpp"
+#include "atomr/common/tunables.hpp"
+#include "atomr/local/device/shared_arena.hpp"
 #include "comm_backend.hpp"
 
 namespace atomr::cluster::detail {
@@ -27,6 +29,16 @@ struct shm_reducer::counters {
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
+// Where each rank's shared arena is (local::shared_arena::region), for the others to map it.
+struct shm_reducer::arena_info {
+  std::uint64_t ok;  // 0: this rank has none
+  std::uint64_t pid;
+  std::uint64_t fd;
+  std::uint64_t bytes;
+  std::uint64_t dev;
+  std::uint64_t ino;
+};
+
 namespace {
 
 constexpr std::size_t k_page = 4096;
@@ -34,6 +46,29 @@ constexpr std::size_t k_line = 64;
 constexpr std::size_t k_most_total = std::size_t{256} << 20;  // all ranks' rings together
 constexpr std::size_t k_least_ring = 65536;
 constexpr std::size_t align_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+// A direct reduction combines its slice in chunks of this size (in cache) before writing them.
+constexpr std::size_t k_chunk = 16384;
+
+template <typename T, typename U = T>
+void add(const void* in, void* inout, std::size_t count) {
+  const auto* a = static_cast<const T*>(in);
+  auto* b = static_cast<T*>(inout);
+  // (Integers add as unsigned: the wrap MPI's C loops give, without signed overflow.)
+  for (std::size_t i = 0; i < count; ++i) b[i] = static_cast<T>(static_cast<U>(a[i]) + static_cast<U>(b[i]));
+}
+
+// MPI's own sum, element by element, for the types the host backend sums most; others go through
+// MPI_Reduce_local.
+void (*combine_for(MPI_Datatype type, MPI_Op op))(const void*, void*, std::size_t) {
+  if (op != MPI_SUM) return nullptr;
+  if (type == MPI_FLOAT) return add<float>;
+  if (type == MPI_DOUBLE) return add<double>;
+  if (type == MPI_INT32_T) return add<std::int32_t, std::uint32_t>;
+  if (type == MPI_UINT32_T) return add<std::uint32_t>;
+  if (type == MPI_INT64_T) return add<std::int64_t, std::uint64_t>;
+  if (type == MPI_UINT64_T) return add<std::uint64_t>;
+  return nullptr;
+}
 
 // What rank 0 tells the others: the segment's name, and a word it wrote at the segment's start,
 // which a rank that opened a segment of that name elsewhere (another node's /dev/shm) would not see.
@@ -49,9 +84,10 @@ std::string errno_text(const char* what) { return std::string(what) + ": " + std
 
 }  // namespace
 
-// The segment's start: the cookie's line, then every rank's counters, to a page; the rings follow.
+// The segment's start: the cookie's line, every rank's counters, every rank's arena, to a page;
+// the rings follow.
 std::size_t shm_reducer::header_bytes(int size) {
-  return align_up(k_line + static_cast<std::size_t>(size) * sizeof(counters), k_page);
+  return align_up(k_line + static_cast<std::size_t>(size) * (sizeof(counters) + sizeof(arena_info)), k_page);
 }
 
 shm_reducer::shm_reducer(void* map, std::size_t map_bytes, int rank, int size, std::size_t ring)
@@ -60,9 +96,62 @@ shm_reducer::shm_reducer(void* map, std::size_t map_bytes, int rank, int size, s
       rings_(static_cast<std::byte*>(map) + header_bytes(size)),
       rank_(rank),
       size_(size),
-      ring_(ring) {}
+      ring_(ring),
+      arenas_(static_cast<std::size_t>(size)) {}
 
-shm_reducer::~shm_reducer() { munmap(map_, map_bytes_); }
+shm_reducer::~shm_reducer() {
+  for (const auto& a : arenas_) {
+    if (a.mapped) munmap(a.base, a.bytes);
+  }
+  munmap(map_, map_bytes_);
+}
+
+shm_reducer::arena_info& shm_reducer::arena_of(int rank) const {
+  auto* base = static_cast<std::byte*>(map_) + k_line + static_cast<std::size_t>(size_) * sizeof(counters);
+  return *std::launder(reinterpret_cast<arena_info*>(base + static_cast<std::size_t>(rank) * sizeof(arena_info)));
+}
+
+bool shm_reducer::map_arenas(std::string& why) {
+  const auto* own = local::shared_arena::instance();
+  if (own == nullptr || arena_of(rank_).ok == 0) {
+    why = "this rank has no shared arena (or ATOMR_HOST_ARENA_MOST=0)";
+    return false;
+  }
+  arenas_[static_cast<std::size_t>(rank_)] = {own->where().base, own->where().bytes, false};
+  for (int k = 0; k < size_; ++k) {
+    if (k == rank_) continue;
+    const arena_info info = arena_of(k);
+    const std::string name = "rank " + std::to_string(k) + "'s arena";
+    if (info.ok == 0) {
+      why = "rank " + std::to_string(k) + " has no shared arena";
+      return false;
+    }
+    // The other process's memfd, by its descriptor: any process of the same user may open it.
+    const std::string path = "/proc/" + std::to_string(info.pid) + "/fd/" + std::to_string(info.fd);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      why = errno_text(("open " + path + " (" + name + ")").c_str());
+      return false;
+    }
+    // (Another pid namespace has other processes under the same numbers.)
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_dev) != info.dev ||
+        static_cast<std::uint64_t>(st.st_ino) != info.ino || static_cast<std::uint64_t>(st.st_size) < info.bytes) {
+      close(fd);
+      why = path + " is not " + name;
+      return false;
+    }
+    void* m = mmap(nullptr, info.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+      why = errno_text(("mmap of " + name).c_str());
+      return false;
+    }
+    (void)madvise(m, info.bytes, MADV_DONTFORK);
+    arenas_[static_cast<std::size_t>(k)] = {static_cast<std::byte*>(m), info.bytes, true};
+  }
+  return true;
+}
 
 shm_reducer::counters& shm_reducer::of(int rank) const {
   auto* base = static_cast<std::byte*>(map_) + k_line;
@@ -211,7 +300,45 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
                                why.empty() ? "another rank could not map the segment" : why);
     return std::unique_ptr<shm_reducer>();
   }
-  return std::unique_ptr<shm_reducer>(new shm_reducer(map, total, rank, size, ring));
+  std::unique_ptr<shm_reducer> reducer(new shm_reducer(map, total, rank, size, ring));
+  // Direct reductions: every rank says where its arena is, then maps every other rank's; they go
+  // direct only if every rank could.
+  auto agree_min = [&](int mine, const char* what) -> result<int> {
+    if (rank == 0) {
+      int least = mine;
+      for (int r = 1; r < size; ++r) {
+        int theirs = 0;
+        ATOMR_TRY(exchange(&theirs, sizeof(theirs), in_parent[static_cast<std::size_t>(r)], false, what));
+        least = std::min(least, theirs);
+      }
+      for (int r = 1; r < size; ++r) {
+        ATOMR_TRY(exchange(&least, sizeof(least), in_parent[static_cast<std::size_t>(r)], true, what));
+      }
+      return least;
+    }
+    ATOMR_TRY(exchange(&mine, sizeof(mine), leader, true, what));
+    int least = 0;
+    ATOMR_TRY(exchange(&least, sizeof(least), leader, false, what));
+    return least;
+  };
+  // (ATOMR_HOST_ARENA_MOST=0: this rank's host buffers are all on the heap; it offers no arena.)
+  const auto arena_most = tunable_int(tunables::host_arena_most);
+  const auto* own = arena_most && *arena_most > 0 ? local::shared_arena::instance() : nullptr;
+  if (own != nullptr) {
+    const auto at = own->where();
+    reducer->arena_of(rank) = {
+        1, static_cast<std::uint64_t>(at.pid), static_cast<std::uint64_t>(at.fd), at.bytes, at.dev, at.ino};
+  }
+  ATOMR_TRY(agree_min(1, "sharing where each rank's host buffers are"));
+  std::string no_direct;
+  const int mapped = reducer->map_arenas(no_direct) ? 1 : 0;
+  ATOMR_ASSIGN_OR_RETURN(const int direct, agree_min(mapped, "agreeing whether all_reduces go direct"));
+  reducer->direct_ok_ = direct == 1;
+  if (!reducer->direct_ok_) {
+    log::get("cluster")->debug("host backend: shared-memory all_reduces copy through the ring ({})",
+                               no_direct.empty() ? "another rank could not map every arena" : no_direct);
+  }
+  return reducer;
 }
 
 result<std::shared_ptr<shm_reduction>> shm_reducer::start(std::vector<shm_piece> pieces, MPI_Datatype type, MPI_Op op,
@@ -226,13 +353,25 @@ result<std::shared_ptr<shm_reduction>> shm_reducer::start(std::vector<shm_piece>
   r->type_ = type;
   r->op_ = op;
   r->elem_ = elem;
+  r->combine_ = combine_for(type, op);
   r->seq_ = next_seq_++;
+  // Direct where every rank can and it is not reduced whole; its slot then holds the piece table
+  // and room after it for pieces outside the arena. (Decided from sizes and counts alone, which
+  // are the same on every rank.)
+  std::size_t reserve = r->bytes_;
+  const std::size_t table = align_up(r->pieces_.size() * sizeof(piece_place), k_line);
+  if (direct_ok_ && r->bytes_ > k_whole_bytes && table + r->bytes_ <= ring_) {
+    r->direct_ = true;
+    r->table_ = table;
+    reserve = table + r->bytes_;
+    direct_started_.fetch_add(1, std::memory_order_relaxed);
+  }
   // Its place in the ring: after the last one, or at the ring's start where it would not fit
   // before the end. The same on every rank: it follows from the sizes issued before.
   std::uint64_t at = next_start_;
-  if (at % ring_ + r->bytes_ > ring_) at = align_up(at, ring_);
+  if (at % ring_ + reserve > ring_) at = align_up(at, ring_);
   r->start_ = at;
-  r->end_ = at + r->bytes_;
+  r->end_ = at + reserve;
   next_start_ = align_up(r->end_, k_line);
   flight_.push_back(r);
   ATOMR_TRY(progress());
@@ -247,10 +386,14 @@ result<bool> shm_reducer::advance(shm_reduction& r, bool may_finish) {
     for (int k = 0; k < size_; ++k) {
       if (of(k).done_bytes.load(std::memory_order_acquire) + ring_ < r.end_) return false;
     }
-    auto* to = ring_of(rank_) + at;
-    for (const auto& p : r.pieces_) {
-      std::memcpy(to, p.send, p.bytes);
-      to += p.bytes;
+    if (r.direct_) {
+      copy_in_direct(r, at);
+    } else {
+      auto* to = ring_of(rank_) + at;
+      for (const auto& p : r.pieces_) {
+        std::memcpy(to, p.send, p.bytes);
+        to += p.bytes;
+      }
     }
     of(rank_).ready_through.store(r.seq_, std::memory_order_release);
     r.phase_ = phase::reduce;
@@ -260,15 +403,125 @@ result<bool> shm_reducer::advance(shm_reduction& r, bool may_finish) {
     for (int k = 0; k < size_; ++k) {
       if (of(k).ready_through.load(std::memory_order_acquire) < r.seq_) return false;
     }
-    ATOMR_TRY(reduce(r, at));
+    ATOMR_TRY(r.direct_ ? reduce_direct(r, at) : reduce(r, at));
   }
   if (r.phase_ == phase::copy_out) {
     for (int k = 0; k < size_; ++k) {
       if (of(k).reduced_through.load(std::memory_order_acquire) < r.seq_) return false;
     }
-    copy_out(r, at);
+    if (r.direct_) {
+      copy_out_direct(r, at);
+    } else {
+      copy_out(r, at);
+    }
   }
   return true;
+}
+
+std::uint64_t shm_reducer::place_of(const void* p, std::size_t in_ring) const {
+  const auto& own = arenas_[static_cast<std::size_t>(rank_)];
+  const auto* b = static_cast<const std::byte*>(p);
+  if (b >= own.base && b < own.base + own.bytes) return static_cast<std::uint64_t>(b - own.base);
+  return k_in_ring | in_ring;
+}
+
+void shm_reducer::copy_in_direct(shm_reduction& r, std::size_t at) {
+  std::byte* slot = ring_of(rank_) + at;
+  auto* table = reinterpret_cast<piece_place*>(slot);  // (slots start on a cache line)
+  std::size_t room = r.table_;                         // each piece's room after the table, used or not
+  for (std::size_t i = 0; i < r.pieces_.size(); ++i) {
+    const auto& p = r.pieces_[i];
+    // (A piece's end is in the arena if its start is: buffers do not straddle it.)
+    const piece_place place{place_of(p.send, room), place_of(p.recv, room)};
+    if ((place.send & k_in_ring) != 0) std::memcpy(slot + room, p.send, p.bytes);
+    table[i] = place;
+    room += p.bytes;
+  }
+}
+
+std::byte* shm_reducer::resolve(int k, std::size_t at, std::uint64_t where) const {
+  if ((where & k_in_ring) != 0) return ring_of(k) + at + (where & ~k_in_ring);
+  return arenas_[static_cast<std::size_t>(k)].base + where;
+}
+
+result<void> shm_reducer::reduce_direct(shm_reduction& r, std::size_t at) {
+  const auto [from, to] = slice(r, rank_);
+  const std::size_t slot_bytes = r.end_ - r.start_;
+  // Another rank's table is checked before it is used: a place outside that rank's arena or slot
+  // is an error of the world, not a write to a stray address.
+  auto place = [&](int k, std::size_t i, bool send) -> result<std::byte*> {
+    const auto* table = reinterpret_cast<const piece_place*>(ring_of(k) + at);
+    const std::uint64_t where = send ? table[i].send : table[i].recv;
+    const std::size_t bytes = r.pieces_[i].bytes;
+    const std::size_t limit = (where & k_in_ring) != 0 ? slot_bytes : arenas_[static_cast<std::size_t>(k)].bytes;
+    const std::uint64_t off = where & ~k_in_ring;
+    if (off > limit || bytes > limit - off) {
+      return error(errc::internal, "shared-memory all_reduce " + std::to_string(r.seq_) + ": rank " +
+                                       std::to_string(k) + " placed piece " + std::to_string(i) + " (" +
+                                       std::to_string(bytes) + " bytes) outside its " +
+                                       ((where & k_in_ring) != 0 ? "ring" : "arena"));
+    }
+    return resolve(k, at, where);
+  };
+  if (scratch_.size() < k_chunk) scratch_.resize(k_chunk);
+  std::vector<const std::byte*> in(static_cast<std::size_t>(size_));
+  std::vector<std::byte*> out(static_cast<std::size_t>(size_));
+  std::size_t off = 0;  // piece i's start in the reduction
+  for (std::size_t i = 0; i < r.pieces_.size() && off < to; off += r.pieces_[i].bytes, ++i) {
+    const std::size_t lo = std::max(from, off);
+    const std::size_t hi = std::min(to, off + r.pieces_[i].bytes);
+    if (lo >= hi) continue;
+    for (int k = 0; k < size_; ++k) {
+      ATOMR_ASSIGN_OR_RETURN(in[static_cast<std::size_t>(k)], place(k, i, true));
+      ATOMR_ASSIGN_OR_RETURN(out[static_cast<std::size_t>(k)], place(k, i, false));
+    }
+    // In chunks combined in cache, then written to every rank: an output may be an input of the
+    // same piece (in place), which this rank alone reads, before it writes.
+    for (std::size_t c = lo; c < hi; c += k_chunk) {
+      const std::size_t n = std::min(k_chunk, hi - c);
+      const std::size_t skip = c - off;
+      std::byte* acc = scratch_.data();
+      std::memcpy(acc, in[0] + skip, n);
+      for (int k = 1; k < size_; ++k) {
+        const std::byte* operand = in[static_cast<std::size_t>(k)] + skip;
+        if (r.combine_ != nullptr) {
+          r.combine_(operand, acc, n / r.elem_);
+        } else {
+          ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Reduce_local(operand, acc, static_cast<int>(n / r.elem_), r.type_, r.op_)));
+        }
+      }
+      for (int k = 0; k < size_; ++k) std::memcpy(out[static_cast<std::size_t>(k)] + skip, acc, n);
+    }
+  }
+  of(rank_).reduced_through.store(r.seq_, std::memory_order_release);
+  r.phase_ = shm_reduction::phase::copy_out;
+  return ok();
+}
+
+void shm_reducer::copy_out_direct(shm_reduction& r, std::size_t at) {
+  // Only this rank's pieces outside its arena: the others' results are where they belong.
+  const std::byte* slot = ring_of(rank_) + at;
+  const auto* table = reinterpret_cast<const piece_place*>(slot);
+  for (std::size_t i = 0; i < r.pieces_.size(); ++i) {
+    if ((table[i].recv & k_in_ring) != 0) {
+      std::memcpy(r.pieces_[i].recv, slot + (table[i].recv & ~k_in_ring), r.pieces_[i].bytes);
+    }
+  }
+  of(rank_).done_bytes.store(r.end_, std::memory_order_release);
+  r.phase_ = shm_reduction::phase::done;
+}
+
+void shm_reducer::abandon() {
+  if (auto* own = local::shared_arena::instance()) {
+    for (const auto& r : flight_) {
+      if (!r->direct_ || r->done()) continue;
+      for (const auto& p : r->pieces_) {
+        if (own->owns(p.send)) own->quarantine(p.send);
+        if (own->owns(p.recv)) own->quarantine(p.recv);
+      }
+    }
+  }
+  flight_.clear();
 }
 
 result<void> shm_reducer::reduce(shm_reduction& r, std::size_t at) {

@@ -15,6 +15,17 @@
 // order for each element (the whole: rank 0's, then 1's, ...; a slice: once, by its owner), so
 // every rank ends with the same bits, as with MPI.
 //
+// Direct reductions. Where every rank's host buffers come from its shared arena
+// (atomr/local/device/shared_arena.hpp) and each rank mapped every other rank's arena at open, a
+// reduction larger than k_whole_bytes skips the copies: each rank writes a table of where its
+// pieces are (offsets in its arena) into its ring, and rank r reduces slice r straight from every
+// rank's inputs into every rank's outputs; once every rank has, each is done. A piece outside the
+// arena (a large buffer, or ATOMR_HOST_ARENA_MOST) goes through the ring as before: its owner
+// copies it in after the table, the table points there, and its owner copies the result out.
+// Each element is still combined once, by one rank, in rank order. (Small reductions stay whole:
+// a rank reducing everything into its own outputs would overwrite an input, in place, that
+// another rank may still be reading.)
+//
 // Reductions run in the order issued, which is the same on every rank (all ranks issue the same
 // all_reduces in the same order); so is each one's place in the ring, which depends only on the
 // sizes before it. Nothing here blocks: a rank that never arrives leaves the reduction pending
@@ -23,6 +34,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -62,7 +74,12 @@ class shm_reduction {
   MPI_Datatype type_ = MPI_DATATYPE_NULL;
   MPI_Op op_ = MPI_OP_NULL;
   std::size_t elem_ = 1;  // bytes per element
+  // Combines `count` elements of `in` into `inout` as MPI_Reduce_local would (sums of the usual
+  // types, without a call into MPI per piece); nullptr: MPI_Reduce_local does.
+  void (*combine_)(const void* in, void* inout, std::size_t count) = nullptr;
   phase phase_ = phase::copy_in;
+  bool direct_ = false;    // the pieces are read and written where they are (see above)
+  std::size_t table_ = 0;  // direct: bytes of the piece table at the start of the ring's slot
 };
 
 class shm_reducer {
@@ -93,14 +110,42 @@ class shm_reducer {
                                                std::size_t elem);
   // Advances every reduction in flight as far as the other ranks allow.
   result<void> progress();
-  // Drops every reduction in flight (the world failed): they never complete.
-  void abandon() { flight_.clear(); }
-  // Reductions started so far.
+  // Drops every reduction in flight (the world failed): they never complete. This rank's buffers
+  // in direct ones stay out of reuse (shared_arena::quarantine): a rank that is late, not dead,
+  // may still read or write them.
+  void abandon();
+  // Reductions started so far, and how many of them went direct.
   std::uint64_t started() const { return next_seq_ - 1; }
+  std::uint64_t direct() const { return direct_started_.load(std::memory_order_relaxed); }
+  // Whether reductions may go direct (every rank mapped every other rank's arena).
+  bool can_go_direct() const { return direct_ok_; }
 
  private:
   struct counters;
+  struct arena_info;
+  // One entry of a direct reduction's piece table: where a rank's piece is, for every rank.
+  struct piece_place {
+    std::uint64_t send;
+    std::uint64_t recv;
+  };
+  // A place with this bit is an offset in the owner's ring slot; else an offset in its arena.
+  static constexpr std::uint64_t k_in_ring = std::uint64_t{1} << 63;
+  struct arena_view {
+    std::byte* base = nullptr;
+    std::size_t bytes = 0;
+    bool mapped = false;  // by this reducer (another rank's): unmapped with it
+  };
   shm_reducer(void* map, std::size_t map_bytes, int rank, int size, std::size_t ring);
+  arena_info& arena_of(int rank) const;
+  // Maps every other rank's arena; false (with the reason) where one cannot be.
+  bool map_arenas(std::string& why);
+  // Where rank `k`'s place `where` is, in this process (a reduction at `at` in the rings).
+  std::byte* resolve(int k, std::size_t at, std::uint64_t where) const;
+  // Where this rank's `p` is: in its arena, else at `in_ring` in its slot (copied there).
+  std::uint64_t place_of(const void* p, std::size_t in_ring) const;
+  void copy_in_direct(shm_reduction& r, std::size_t at);
+  result<void> reduce_direct(shm_reduction& r, std::size_t at);
+  void copy_out_direct(shm_reduction& r, std::size_t at);
   counters& of(int rank) const;
   static std::size_t header_bytes(int size);
   std::byte* ring_of(int rank) const;
@@ -121,6 +166,10 @@ class shm_reducer {
   std::uint64_t next_seq_ = 1;
   std::uint64_t next_start_ = 0;
   std::deque<std::shared_ptr<shm_reduction>> flight_;
+  std::vector<arena_view> arenas_;  // every rank's arena as mapped here (this rank's own: its own)
+  bool direct_ok_ = false;
+  std::atomic<std::uint64_t> direct_started_{0};  // (read by stats() on callers' threads)
+  std::vector<std::byte> scratch_;                // a direct reduction's chunk, combined here before it is written
 };
 
 }  // namespace atomr::cluster::detail

@@ -518,6 +518,7 @@ world::stats_snapshot world_engine::stats() const {
   s.graph_launches = stats_.graph_launches.load(std::memory_order_acquire);
   s.graph_chained = stats_.graph_chained.load(std::memory_order_acquire);
   s.shared_memory = backend_->shared_memory_reductions();
+  s.shared_memory_direct = backend_->shared_memory_direct();
   s.most_unfreed = stats_.most_unfreed.load(std::memory_order_acquire);
   return s;
 }

@@ -377,6 +377,13 @@ TEST_F(Collectives, LargePacksInFlightTogetherStayExact) {
   }
 }
 
+// Whether host buffers may be shared with the node's other ranks (not ATOMR_HOST_ARENA_MOST=0,
+// which the test command also runs): shared-memory reductions over 16 KiB then go direct.
+bool arena_shared() {
+  const char* v = std::getenv("ATOMR_HOST_ARENA_MOST");
+  return v == nullptr || std::string(v) != "0";
+}
+
 // Whether every rank has this rank's host name.
 bool one_host() {
   char mine[256] = {};
@@ -493,8 +500,106 @@ TEST_F(Collectives, ASmallSharedMemoryRingWrapsAroundWithManyReductionsInFlight)
     const auto s = w->stats();
     if (same_host && w->backend() == cluster::world_backend::host) {
       EXPECT_GT(s.shared_memory, 0u);
+      if (arena_shared()) {
+        EXPECT_GT(s.shared_memory_direct, 0u) << "packs over 16 KiB go direct where every rank maps the others' arenas";
+      } else {
+        EXPECT_EQ(s.shared_memory_direct, 0u);
+      }
     }
     EXPECT_GT(s.packed, 0u);
+  }
+}
+
+// Direct shared-memory reductions (shm_allreduce.hpp) where some pieces are not in the shared
+// arena: even ranks take every buffer from the heap (host_arena_most 0), odd ranks only
+// those up to 4 KiB from the arena, so one pack mixes pieces read where they are with pieces
+// copied through the ring. Seeded sizes, in place and not, sums of f32 (combined in C++) and
+// maxima of i32 (MPI_Reduce_local): every value exact on every rank.
+TEST_F(Collectives, DirectReductionsMixBuffersInAndOutOfTheSharedArena) {
+  const bool same_host = one_host();
+  if (dev_.kind() != local::device_kind::host) GTEST_SKIP() << "host devices only (the arena is theirs)";
+  local::actor_system sys;  // (a second host device needs a system of its own)
+  local::device_options options;
+  options.host_arena_most = rank_ % 2 == 0 ? 0 : 4096;
+  auto dev = local::device::start(sys, 0, local::device_kind::host, options);
+  ASSERT_TRUE(dev) << dev.error_value();
+  auto made = cluster::world::create(MPI_COMM_WORLD, {*dev}, {});
+  ASSERT_TRUE(made) << made.error_value();
+  auto& w = *made;
+  std::mt19937 gen(20261128);                                 // the same sizes on every rank
+  std::uniform_int_distribution<std::size_t> elems(1, 3000);  // up to 12 KiB: 1-3 KiB straddle 4 KiB
+  constexpr int k = 240;
+  auto sum_in = [&](int i, std::size_t j, int r) { return static_cast<float>((r + 1) * 3 + i % 7 + j % 11); };
+  auto max_in = [&](int i, std::size_t j, int r) { return static_cast<std::int32_t>((r * 37 + i + j) % 101); };
+  std::vector<local::gpu_ref<float>> sums_in, sums_out;
+  std::vector<local::gpu_ref<std::int32_t>> maxes;
+  std::vector<cluster::coll_spec> sum_specs, max_specs;
+  for (int i = 0; i < k; ++i) {
+    const std::size_t n = elems(gen);
+    std::vector<float> v(n);
+    std::vector<std::int32_t> m(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      v[j] = sum_in(i, j, rank_);
+      m[j] = max_in(i, j, rank_);
+    }
+    auto up = [&](auto& d, const auto& values) {
+      using T = typename std::decay_t<decltype(values)>::value_type;
+      auto b = d.template allocate<T>(values.size()).get().value();
+      EXPECT_TRUE(d.upload(b, std::span<const T>(values)).get());
+      return b;
+    };
+    sums_in.push_back(up(*dev, v));
+    // Every third out of place (into a buffer of its own, which may sit elsewhere than the input).
+    sums_out.push_back(i % 3 == 0 ? up(*dev, std::vector<float>(n, -1.0f)) : sums_in.back());
+    maxes.push_back(up(*dev, m));
+    sum_specs.push_back({coll_kind::all_reduce,
+                         local::dtype::f32,
+                         {reduce_op::sum, 0, 0},
+                         {sums_in.back().block()},
+                         {sums_out.back().block()}});
+    max_specs.push_back({coll_kind::all_reduce,
+                         local::dtype::i32,
+                         {reduce_op::max, 0, 0},
+                         {maxes.back().block()},
+                         {maxes.back().block()}});
+  }
+  // In calls of 40 sums, then 40 maxima: each call packs into reductions well over 16 KiB.
+  std::vector<cluster::future<void>> done;
+  constexpr std::size_t k_call = 40;
+  for (std::size_t at = 0; at < sum_specs.size(); at += k_call) {
+    for (auto* specs : {&sum_specs, &max_specs}) {
+      std::vector<cluster::coll_spec> call(
+          specs->begin() + static_cast<std::ptrdiff_t>(at),
+          specs->begin() + static_cast<std::ptrdiff_t>(std::min(at + k_call, specs->size())));
+      for (auto& f : w->submit_all(std::move(call))) done.push_back(std::move(f));
+    }
+  }
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  auto down = [&]<typename T>(const local::gpu_ref<T>& b) {
+    std::vector<T> out(b.size());
+    EXPECT_TRUE(dev->download(b, std::span<T>(out)).get());
+    return out;
+  };
+  for (int i = 0; i < k; ++i) {
+    const auto s = down(sums_out[static_cast<std::size_t>(i)]);
+    const auto m = down(maxes[static_cast<std::size_t>(i)]);
+    for (std::size_t j = 0; j < s.size(); ++j) {
+      float want = 0;
+      std::int32_t most = std::numeric_limits<std::int32_t>::min();
+      for (int r = 0; r < size_; ++r) {
+        want += sum_in(i, j, r);
+        most = std::max(most, max_in(i, j, r));
+      }
+      ASSERT_EQ(s[j], want) << "sum " << i << ", element " << j << " of " << s.size();
+      ASSERT_EQ(m[j], most) << "max " << i << ", element " << j << " of " << m.size();
+    }
+  }
+  const auto st = w->stats();
+  // (Where the shared memory is on at all: AllReducesGoThroughSharedMemoryOnOneNode checks that.)
+  if (size_ > 1 && same_host && arena_shared() && st.shared_memory > 0) {
+    EXPECT_GT(st.shared_memory_direct, 0u);
+  } else {
+    EXPECT_EQ(st.shared_memory_direct, 0u);
   }
 }
 

@@ -456,13 +456,14 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
   if (lead) {
     std::printf(
         "# engine over the rows (rank 0): %llu requests in %llu issues, %llu packed; CUDA graphs: %llu votes, %llu "
-        "captures, %llu requests launched, %llu in chains; %llu issues through shared memory\n",
+        "captures, %llu requests launched, %llu in chains; %llu issues through shared memory (%llu direct)\n",
         static_cast<unsigned long long>(run_stats.requests), static_cast<unsigned long long>(run_stats.issues),
         static_cast<unsigned long long>(run_stats.packed), static_cast<unsigned long long>(run_stats.graph_votes),
         static_cast<unsigned long long>(run_stats.graph_captures),
         static_cast<unsigned long long>(run_stats.graph_launches),
         static_cast<unsigned long long>(run_stats.graph_chained),
-        static_cast<unsigned long long>(run_stats.shared_memory));
+        static_cast<unsigned long long>(run_stats.shared_memory),
+        static_cast<unsigned long long>(run_stats.shared_memory_direct));
   }
   const nlohmann::json engine_json = {{"requests", run_stats.requests},
                                       {"issues", run_stats.issues},
@@ -472,6 +473,7 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                                       {"graph_launches", run_stats.graph_launches},
                                       {"graph_chained", run_stats.graph_chained},
                                       {"shared_memory", run_stats.shared_memory},
+                                      {"shared_memory_direct", run_stats.shared_memory_direct},
                                       {"most_unfreed", run_stats.most_unfreed}};
   nlohmann::json many_json;
   if (s.many > 0 && s.kind == coll_kind::all_reduce && devs.size() == 1) {

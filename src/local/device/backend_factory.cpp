@@ -2,13 +2,13 @@
 
 namespace atomr::local {
 
-std::unique_ptr<device_backend> make_host_backend(int index);
+std::unique_ptr<device_backend> make_host_backend(int index, std::size_t arena_most);
 #if ATOMR_HAVE_CUDA
 std::unique_ptr<device_backend> make_cuda_backend(int index);
 #endif
 
-result<std::unique_ptr<device_backend>> make_backend(device_kind kind, int index) {
-  if (kind == device_kind::host) return make_host_backend(index);
+result<std::unique_ptr<device_backend>> make_backend(device_kind kind, int index, std::size_t host_arena_most) {
+  if (kind == device_kind::host) return make_host_backend(index, host_arena_most);
 #if ATOMR_HAVE_CUDA
   return make_cuda_backend(index);
 #else

@@ -72,7 +72,7 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
   // not help) and says why to its watchers; requests already queued fail with "device-N stopped".
   void on_start() override {
     const detail::device_lane::hold lane(*lane_);
-    auto backend = make_backend(state_->kind(), state_->device());
+    auto backend = make_backend(state_->kind(), state_->device(), options_.host_arena_most.value_or(0));
     if (backend) {
       backend_ = std::move(backend).value();
       backend_->on_quiet([self = context().self()] { (void)self.tell(detail::poll_op{}); });
@@ -571,6 +571,15 @@ bool detail::device_lane::offer(device_msg& m) {
 }
 
 result<device> device::start(actor_system& system, int index, device_kind kind, device_options options) {
+  if (kind == device_kind::host && !options.host_arena_most) {
+    // (Read here, on the caller's thread: the backend is made on the device's.)
+    const auto most = tunable_int(tunables::host_arena_most);
+    if (!most || *most < 0) {
+      return error(errc::invalid_argument, "ATOMR_HOST_ARENA_MOST must be a byte count, 0 or more (got \"" +
+                                               tunable_value(tunables::host_arena_most) + "\")");
+    }
+    options.host_arena_most = static_cast<std::size_t>(*most);
+  }
   auto state = std::make_shared<device_state>(index, kind);
   auto lane = std::make_shared<detail::device_lane>(inline_lane_enabled());
   spawn_options spawn{.name = "device-" + std::to_string(index),

@@ -214,6 +214,9 @@ class world {
     // Host backend, every rank on one node: all_reduces (a packed batch counting once) reduced
     // through the ranks' shared memory rather than by MPI (ATOMR_HOST_SHM_BYTES).
     std::uint64_t shared_memory = 0;
+    // Of those, the ones that read the ranks' inputs and wrote their outputs where they are,
+    // without copies through the ring (host buffers from the shared arena: ATOMR_HOST_ARENA_MOST).
+    std::uint64_t shared_memory_direct = 0;
     // The most finished requests held unfreed at once (each holds its buffers): the engine frees
     // them between its turns, and keeps at most 1024 of them even where the callers never leave
     // it idle (plus what one turn finishes).

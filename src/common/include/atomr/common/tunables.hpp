@@ -46,6 +46,10 @@ inline constexpr tunable host_shm_bytes{
     "host_shm_bytes", "ATOMR_HOST_SHM_BYTES", "4194304",
     "host backend, every rank on one node: each rank's shared-memory ring; all_reduces (and packs) up to half of it "
     "are reduced through it (at most 256 MiB for all ranks together); 0: never"};
+inline constexpr tunable host_arena_most{
+    "host_arena_most", "ATOMR_HOST_ARENA_MOST", "4194304",
+    "host devices: buffers up to this size come from memory the node's other ranks can map, so that the host "
+    "backend's shared-memory all_reduce reads and writes them where they are; 0: every buffer from the heap"};
 
 inline constexpr tunable nccl_blocking{
     "nccl_blocking", "ATOMR_NCCL_BLOCKING", "1",
@@ -151,6 +155,7 @@ inline constexpr std::array k_all{&log,
                                   &wait_assist,
                                   &host_rd_bytes,
                                   &host_shm_bytes,
+                                  &host_arena_most,
                                   &nccl_scalable_ranks,
                                   &nccl_ranks_per_id,
                                   &nccl_graphs,

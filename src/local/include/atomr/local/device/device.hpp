@@ -179,6 +179,10 @@ class device_lane {
 struct device_options {
   std::chrono::steady_clock::duration op_timeout = std::chrono::seconds(60);  // for the futures
   int max_rebuilds = 3;                                                       // per minute
+  // Host devices: buffers up to this many bytes come from the process's shared arena
+  // (shared_arena.hpp: other ranks of the node can map them), larger ones from the heap; 0: all
+  // from the heap. Unset: ATOMR_HOST_ARENA_MOST (4 MiB).
+  std::optional<std::size_t> host_arena_most;
 };
 
 class device {

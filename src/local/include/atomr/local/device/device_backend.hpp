@@ -100,6 +100,7 @@ class device_backend {
 };
 
 // A backend for device `index` of `kind`; unavailable if CUDA is asked for in a build without it.
-result<std::unique_ptr<device_backend>> make_backend(device_kind kind, int index);
+// `host_arena_most`: a host device's buffers up to this size come from the shared arena.
+result<std::unique_ptr<device_backend>> make_backend(device_kind kind, int index, std::size_t host_arena_most);
 
 }  // namespace atomr::local

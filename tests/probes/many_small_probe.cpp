@@ -2,7 +2,8 @@
 // submit_all call, in a loop long enough to profile (perf record, callgrind). Host devices and
 // the host backend, or with --gpu the rank's GPU and NCCL. Prints the median time per call and
 // the median time until submit_all returned (the caller's own part: making and handing over).
-//   mpirun -np 1 many_small_probe [rounds] [count] [bytes] [--gpu] [--gap]
+//   mpirun -np 1 many_small_probe [rounds] [count] [bytes] [--gpu] [--gap] [--each]
+// --each: every request by a call of its own (world::all_reduce), not one submit_all call.
 #include <mpi.h>
 #include <unistd.h>
 
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
   // engine idle, as a training step's gradients find it after the step's compute.
   const bool gap = std::find(args.begin(), args.end(), "--gap") != args.end();
   std::erase(args, "--gap");
+  const bool each = std::find(args.begin(), args.end(), "--each") != args.end();
+  std::erase(args, "--each");
   const int rounds = args.size() > 0 ? std::atoi(args[0].c_str()) : 200;
   const int count = args.size() > 1 ? std::atoi(args[1].c_str()) : 1000;
   const std::size_t bytes = args.size() > 2 ? std::strtoull(args[2].c_str(), nullptr, 10) : 2048;
@@ -98,11 +101,17 @@ int main(int argc, char** argv) {
       std::vector<ac::coll_spec> specs;
       specs.reserve(bufs.size());
       const auto t0 = std::chrono::steady_clock::now();
-      for (const auto& b : bufs) {
-        specs.push_back(
-            {ac::coll_kind::all_reduce, al::dtype::f32, {ac::reduce_op::sum, 0, 0}, {b.block()}, {b.block()}});
+      std::vector<ac::future<void>> pending;
+      if (each) {
+        pending.reserve(bufs.size());
+        for (const auto& b : bufs) pending.push_back((*w)->all_reduce(b, ac::reduce_op::sum));
+      } else {
+        for (const auto& b : bufs) {
+          specs.push_back(
+              {ac::coll_kind::all_reduce, al::dtype::f32, {ac::reduce_op::sum, 0, 0}, {b.block()}, {b.block()}});
+        }
+        pending = (*w)->submit_all(std::move(specs));
       }
-      auto pending = (*w)->submit_all(std::move(specs));
       made.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
       for (auto& f : pending) {
         if (!f.get()) code = 1;

@@ -57,8 +57,8 @@ void add(const void* in, void* inout, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) b[i] = static_cast<T>(static_cast<U>(a[i]) + static_cast<U>(b[i]));
 }
 
-// MPI's own sum, element by element, for the types the host backend sums most; others go through
-// MPI_Reduce_local.
+// MPI's own sum, element by element, for the types the host backend sums most (without a call
+// into MPI per piece); others go through MPI_Reduce_local.
 void (*combine_for(MPI_Datatype type, MPI_Op op))(const void*, void*, std::size_t) {
   if (op != MPI_SUM) return nullptr;
   if (type == MPI_FLOAT) return add<float>;
@@ -237,24 +237,32 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
   }
   // Rank 0 tells each rank the name; each says whether it mapped the segment; rank 0 tells all
   // whether every rank did. (A failure here leaves the segment's name to rank 0 to remove.)
+  // Every rank says yes (1) or no (0) to rank 0, which tells all whether every rank said yes.
+  auto agree_min = [&](int mine, const char* what) -> result<int> {
+    if (rank == 0) {
+      int least = mine;
+      for (int r = 1; r < size; ++r) {
+        int theirs = 0;
+        ATOMR_TRY(exchange(&theirs, sizeof(theirs), in_parent[static_cast<std::size_t>(r)], false, what));
+        least = std::min(least, theirs);
+      }
+      for (int r = 1; r < size; ++r) {
+        ATOMR_TRY(exchange(&least, sizeof(least), in_parent[static_cast<std::size_t>(r)], true, what));
+      }
+      return least;
+    }
+    ATOMR_TRY(exchange(&mine, sizeof(mine), leader, true, what));
+    int least = 0;
+    ATOMR_TRY(exchange(&least, sizeof(least), leader, false, what));
+    return least;
+  };
   auto steps = [&]() -> result<int> {
     if (rank == 0) {
       for (int r = 1; r < size; ++r) {
         ATOMR_TRY(exchange(&a, sizeof(a), in_parent[static_cast<std::size_t>(r)], true,
                            "sharing the host backend's shared-memory segment"));
       }
-      int all = a.ok;
-      for (int r = 1; r < size; ++r) {
-        int theirs = 0;
-        ATOMR_TRY(exchange(&theirs, sizeof(theirs), in_parent[static_cast<std::size_t>(r)], false,
-                           "hearing whether every rank mapped the shared-memory segment"));
-        all = std::min(all, theirs);
-      }
-      for (int r = 1; r < size; ++r) {
-        ATOMR_TRY(exchange(&all, sizeof(all), in_parent[static_cast<std::size_t>(r)], true,
-                           "telling every rank whether the shared-memory segment is used"));
-      }
-      return all;
+      return agree_min(a.ok, "agreeing whether every rank mapped the shared-memory segment");
     }
     ATOMR_TRY(exchange(&a, sizeof(a), leader, false, "hearing of the host backend's shared-memory segment"));
     a.name[sizeof(a.name) - 1] = '\0';
@@ -284,11 +292,7 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
         drop();
       }
     }
-    int mine = map != MAP_FAILED ? 1 : 0;
-    ATOMR_TRY(exchange(&mine, sizeof(mine), leader, true, "saying whether this rank mapped the shared-memory segment"));
-    int all = 0;
-    ATOMR_TRY(exchange(&all, sizeof(all), leader, false, "hearing whether the shared-memory segment is used"));
-    return all;
+    return agree_min(map != MAP_FAILED ? 1 : 0, "agreeing whether every rank mapped the shared-memory segment");
   };
   const auto all = steps();
   // Every rank that will map it has: the name can go (the segment lives while it is mapped).
@@ -303,24 +307,6 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
   std::unique_ptr<shm_reducer> reducer(new shm_reducer(map, total, rank, size, ring));
   // Direct reductions: every rank says where its arena is, then maps every other rank's; they go
   // direct only if every rank could.
-  auto agree_min = [&](int mine, const char* what) -> result<int> {
-    if (rank == 0) {
-      int least = mine;
-      for (int r = 1; r < size; ++r) {
-        int theirs = 0;
-        ATOMR_TRY(exchange(&theirs, sizeof(theirs), in_parent[static_cast<std::size_t>(r)], false, what));
-        least = std::min(least, theirs);
-      }
-      for (int r = 1; r < size; ++r) {
-        ATOMR_TRY(exchange(&least, sizeof(least), in_parent[static_cast<std::size_t>(r)], true, what));
-      }
-      return least;
-    }
-    ATOMR_TRY(exchange(&mine, sizeof(mine), leader, true, what));
-    int least = 0;
-    ATOMR_TRY(exchange(&least, sizeof(least), leader, false, what));
-    return least;
-  };
   // (ATOMR_HOST_ARENA_MOST=0: this rank's host buffers are all on the heap; it offers no arena.)
   const auto arena_most = tunable_int(tunables::host_arena_most);
   const auto* own = arena_most && *arena_most > 0 ? local::shared_arena::instance() : nullptr;
@@ -483,12 +469,7 @@ result<void> shm_reducer::reduce_direct(shm_reduction& r, std::size_t at) {
       std::byte* acc = scratch_.data();
       std::memcpy(acc, in[0] + skip, n);
       for (int k = 1; k < size_; ++k) {
-        const std::byte* operand = in[static_cast<std::size_t>(k)] + skip;
-        if (r.combine_ != nullptr) {
-          r.combine_(operand, acc, n / r.elem_);
-        } else {
-          ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Reduce_local(operand, acc, static_cast<int>(n / r.elem_), r.type_, r.op_)));
-        }
+        ATOMR_TRY(combine(r, in[static_cast<std::size_t>(k)] + skip, acc, n));
       }
       for (int k = 0; k < size_; ++k) std::memcpy(out[static_cast<std::size_t>(k)] + skip, acc, n);
     }
@@ -524,11 +505,18 @@ void shm_reducer::abandon() {
   flight_.clear();
 }
 
+// inout = in (op) inout, `bytes` of elements, as MPI_Reduce_local computes it.
+result<void> shm_reducer::combine(const shm_reduction& r, const std::byte* in, std::byte* inout, std::size_t bytes) {
+  if (r.combine_ != nullptr) {
+    r.combine_(in, inout, bytes / r.elem_);
+    return ok();
+  }
+  return ATOMR_MPI_CHECK(MPI_Reduce_local(in, inout, static_cast<int>(bytes / r.elem_), r.type_, r.op_));
+}
+
 result<void> shm_reducer::reduce(shm_reduction& r, std::size_t at) {
   using phase = shm_reduction::phase;
-  auto local = [&](const std::byte* in, std::byte* inout, std::size_t bytes) -> result<void> {
-    return ATOMR_MPI_CHECK(MPI_Reduce_local(in, inout, static_cast<int>(bytes / r.elem_), r.type_, r.op_));
-  };
+  auto local = [&](const std::byte* in, std::byte* inout, std::size_t bytes) { return combine(r, in, inout, bytes); };
   if (r.bytes_ <= k_whole_bytes) {
     // Small: every rank reduces it all, rank 0's operand first, straight into the outputs.
     std::size_t off = at;

@@ -75,7 +75,7 @@ class shm_reduction {
   MPI_Op op_ = MPI_OP_NULL;
   std::size_t elem_ = 1;  // bytes per element
   // Combines `count` elements of `in` into `inout` as MPI_Reduce_local would (sums of the usual
-  // types, without a call into MPI per piece); nullptr: MPI_Reduce_local does.
+  // types, without a call into MPI per piece); nullptr: MPI_Reduce_local does (combine()).
   void (*combine_)(const void* in, void* inout, std::size_t count) = nullptr;
   phase phase_ = phase::copy_in;
   bool direct_ = false;    // the pieces are read and written where they are (see above)
@@ -152,6 +152,7 @@ class shm_reducer {
   // True once `r` is done; `may_finish`: every reduction before it is done (else only its inputs
   // may go in).
   result<bool> advance(shm_reduction& r, bool may_finish);
+  static result<void> combine(const shm_reduction& r, const std::byte* in, std::byte* inout, std::size_t bytes);
   result<void> reduce(shm_reduction& r, std::size_t at);
   void copy_out(shm_reduction& r, std::size_t at);
   // The byte range of `r` that `rank` reduces (a large reduction).

@@ -1,8 +1,8 @@
 // The host device's memory, shareable with the other processes of this node.
 //
-// Host-kind buffers up to ATOMR_HOST_ARENA_MOST bytes (4 MiB) come from one arena per process: a memfd mapped
-// MAP_SHARED, which another process of the same user on this node can map too (through
-// /proc/<pid>/fd/<fd>). The host backend's shared-memory all_reduce (src/cluster) uses that to
+// Host-kind buffers up to ATOMR_HOST_ARENA_MOST bytes (4 MiB) come from one arena per process: a
+// memfd mapped MAP_SHARED, which another process of the same user on this node can map too
+// (through /proc/<pid>/fd/<fd>). The host backend's shared-memory all_reduce (src/cluster) uses that to
 // read the other ranks' inputs and write their outputs where they are, instead of copying every
 // input into a shared ring and every output back out (docs/benchmarks.md, twenty-fifth session).
 //

@@ -2,7 +2,10 @@
 // on one GPU per rank and on every GPU from one rank. (Kernel faults: test_device_fault.cpp.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <random>
+#include <string_view>
 
 #include "affine_kernel.hpp"
 #include "atomr/local/cuda_check.hpp"
@@ -92,6 +95,68 @@ TEST(GpuDevice, PageableCopiesNeverBlockTheActorBehindAKernel) {
   ASSERT_TRUE(dev.download<std::int32_t>(a, back).get());
   EXPECT_EQ(back, in);
   cudaFreeHost(gate);
+}
+
+// An operation its caller enqueued itself (the inline lane) and waits for is seen done by that
+// caller, without the completion thread's hand-over. The completion thread still answers one
+// the caller reads through a continuation, and one waited for longer than a future looks (the
+// caller hands it back before it sleeps; without that it would wait forever). Values exact.
+TEST(GpuDevice, CallersSeeTheirOwnOperationsDoneAndHandBackTheRest) {
+  ATOMR_REQUIRE_GPUS(1);
+  actor_system sys;
+  auto dev = device::start(sys, test::rank_gpu(), device_kind::cuda).value();
+  constexpr std::size_t n = 4096;
+  auto a = dev.allocate<std::int32_t>(n).get().value();
+  auto b = dev.allocate<std::int32_t>(n).get().value();
+  const auto before = dev.stats().get()->completions_seen_by_callers;
+  for (unsigned round = 0; round < 200; ++round) {
+    const auto in = seeded(n, 20261128u + round);
+    ASSERT_TRUE(dev.upload<std::int32_t>(a, in).get());
+    ASSERT_TRUE(dev.copy(b, a).get());
+    std::vector<std::int32_t> out(n);
+    ASSERT_TRUE(dev.download<std::int32_t>(b, out).get());
+    ASSERT_EQ(out, in) << "round " << round;
+  }
+  const auto seen = dev.stats().get()->completions_seen_by_callers - before;
+  const char* inline_lane = std::getenv("ATOMR_DEVICE_INLINE");
+  if (inline_lane == nullptr || std::string_view(inline_lane) != "0") {
+    EXPECT_GT(seen, 0u) << "no waited-for operation of 600 was seen done by its caller";
+  }
+
+  // Read through a continuation while a kernel holds the stream: the completion thread answers.
+  int* gate = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&gate), sizeof(int), cudaHostAllocPortable | cudaHostAllocMapped),
+            cudaSuccess);
+  *gate = 0;
+  auto held = dev.run([gate](const stream_context& ctx) -> result<void> {
+    return ATOMR_CUDA_CHECK(test::launch_wait_for_gate(gate, static_cast<cudaStream_t>(ctx.stream)));
+  });
+  promise<void> relay;
+  auto relayed = relay.get_future();
+  held.then([p = std::make_shared<promise<void>>(std::move(relay))](const result<void>& r) {
+    if (r) {
+      p->set_value();
+    } else {
+      p->set_error(r.error_value());
+    }
+  });
+  EXPECT_FALSE(relayed.ready());  // (the gate is closed: the kernel cannot have finished)
+  *gate = 1;
+  EXPECT_TRUE(relayed.get());
+  cudaFreeHost(gate);
+
+  // Waited for far longer than a future looks (a kernel of 50 M cycles: tens of milliseconds).
+  auto slow = dev.run(
+      [a](const stream_context& ctx) -> result<void> {
+        ATOMR_ASSIGN_OR_RETURN(std::int32_t * p, a.data());
+        return ATOMR_CUDA_CHECK(
+            test::launch_slow_fill(p, a.size(), 4242, 50'000'000, static_cast<cudaStream_t>(ctx.stream)));
+      },
+      {a.block()});
+  ASSERT_TRUE(slow.get());
+  std::vector<std::int32_t> out(n);
+  ASSERT_TRUE(dev.download<std::int32_t>(a, out).get());
+  EXPECT_EQ(std::count(out.begin(), out.end(), 4242), static_cast<std::ptrdiff_t>(n));
 }
 
 TEST(GpuDevice, EveryVisibleGpuFromOneRank) {

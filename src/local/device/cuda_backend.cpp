@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "atomr/common/context.hpp"
+#include "atomr/common/recycled_storage.hpp"
 #include "atomr/common/spin.hpp"
 #include "atomr/local/cuda_check.hpp"
 #include "atomr/local/device/cuda_events.hpp"
@@ -25,6 +26,76 @@
 
 namespace atomr::local {
 namespace {
+
+// A mark's completion: answered by the completion waiter, or by the thread that waits for the
+// operation where that thread enqueued it (mark's `caller_looks`; see caller_look).
+struct watched_mark {
+  enum : int {
+    k_open,    // the caller may take it; the waiter leaves it until open_until
+    k_caller,  // the caller looks at the event (cudaEventQuery on its own thread)
+    k_waiter,  // the waiter answers it
+    k_done,    // the caller answered it
+  };
+  watched_mark(std::shared_ptr<void> e, std::function<void(bool)> w, int o)
+      : event(std::move(e)), wake(std::move(w)), owner(o) {}
+  std::shared_ptr<void> event;
+  std::function<void(bool)> wake;  // called once, by whichever side answers
+  std::atomic<int> owner;
+  std::chrono::steady_clock::time_point open_until{};
+};
+
+// How long the waiter leaves an open mark to its caller: from the mark to the caller's first
+// look is the rest of the inline operation and the return to get() (well under a microsecond on
+// the GPU machine). A caller that does not come by then (one that reads the result through a
+// continuation) is answered by the waiter, at most this much later than before.
+constexpr auto k_caller_window = std::chrono::microseconds(4);
+
+// The waiting thread's side (the progress hook of the operation's future). Its looks are
+// cudaEventQuery calls, like raw code's own wait on its stream; the waiter keeps off the event
+// meanwhile (a query loop beside another thread's cudaEventSynchronize of the same event cost
+// more than the hand-over it saved, docs/benchmarks.md, tenth session). Holds the mark weakly:
+// the mark holds the reply, whose state holds this hook.
+class caller_look final : public progress_hook {
+ public:
+  // `seen` counts the marks answered here; the waiter thread, which outlives it, waits for
+  // every mark to be answered, so it is still there when this counts.
+  caller_look(std::weak_ptr<watched_mark> m, std::atomic<std::uint64_t>* seen) : mark_(std::move(m)), seen_(seen) {}
+
+  void progress() noexcept override {
+    const auto m = mark_.lock();  // (gone: the waiter answered it)
+    if (!m) return;
+    int state = m->owner.load(std::memory_order_acquire);
+    if (state == watched_mark::k_open) {
+      if (!m->owner.compare_exchange_strong(state, watched_mark::k_caller, std::memory_order_acq_rel)) return;
+    } else if (state != watched_mark::k_caller) {
+      return;
+    }
+    const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(m->event.get()));
+    if (status == cudaErrorNotReady) return;
+    if (status != cudaSuccess) {
+      // Failures are the waiter's to report, as for every other mark.
+      m->owner.store(watched_mark::k_waiter, std::memory_order_release);
+      return;
+    }
+    m->wake(true);
+    seen_->fetch_add(1, std::memory_order_relaxed);
+    m->owner.store(watched_mark::k_done, std::memory_order_release);
+  }
+
+  // The caller sleeps now, or reads the result through a continuation: the waiter answers.
+  void done_looking() noexcept override {
+    const auto m = mark_.lock();
+    if (!m) return;
+    int state = m->owner.load(std::memory_order_acquire);
+    while ((state == watched_mark::k_open || state == watched_mark::k_caller) &&
+           !m->owner.compare_exchange_weak(state, watched_mark::k_waiter, std::memory_order_acq_rel)) {
+    }
+  }
+
+ private:
+  std::weak_ptr<watched_mark> mark_;
+  std::atomic<std::uint64_t>* seen_;
+};
 
 // Waits on the device's completion events in order on its own thread and answers each; the
 // device actor is woken to retire them only once the queue goes quiet (or every 64): a wake-up
@@ -48,9 +119,13 @@ class completion_waiter {
   // `wake` gets whether the event completed without an error (cudaEventSynchronize's own answer:
   // asking again with cudaEventQuery cost every completion another driver call).
   void watch(std::shared_ptr<void> event, std::function<void(bool)> wake) {
+    watch(std::allocate_shared<watched_mark>(recycling_allocator<watched_mark>{}, std::move(event), std::move(wake),
+                                             watched_mark::k_waiter));
+  }
+  void watch(std::shared_ptr<watched_mark> mark) {
     {
       std::lock_guard lock(mutex_);
-      queue_.emplace_back(std::move(event), std::move(wake));
+      queue_.push_back(std::move(mark));
     }
     // Counted once the lock is free: the looking thread takes the lock as soon as it sees the
     // count move, and finding it still held here put it to sleep in the kernel (a futex wait and
@@ -75,18 +150,40 @@ class completion_waiter {
       }
       ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      auto [event, wake] = std::move(queue_.front());
+      auto mark = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      // Returns at completion or with the device's error; the actor reads the outcome itself.
-      const bool completed = cudaEventSynchronize(static_cast<cudaEvent_t>(event.get())) == cudaSuccess;
-      if (!completed) cudaGetLastError();
-      wake(completed);
+      if (answers(*mark)) {
+        // Returns at completion or with the device's error; the actor reads the outcome itself.
+        const bool completed = cudaEventSynchronize(static_cast<cudaEvent_t>(mark->event.get())) == cudaSuccess;
+        if (!completed) cudaGetLastError();
+        mark->wake(completed);
+      }
+      mark.reset();
       if (++unreported >= k_quiet_every) {
         unreported = 0;
         if (quiet_) quiet_();
       }
       lock.lock();
+    }
+  }
+
+  // Whether this thread answers `mark`: at once where it is the waiter's; an open one once its
+  // window has passed without its caller; one the caller looks at once the caller stops looking
+  // (false where the caller answered it). The marks behind it complete after it on the stream,
+  // so waiting here delays none of them.
+  static bool answers(watched_mark& mark) {
+    int state = mark.owner.load(std::memory_order_acquire);
+    const spin_relax relax;
+    for (unsigned i = 0;; ++i) {
+      if (state == watched_mark::k_waiter) return true;
+      if (state == watched_mark::k_done) return false;
+      if (state == watched_mark::k_open && (i & 15) == 0 && std::chrono::steady_clock::now() >= mark.open_until) {
+        if (mark.owner.compare_exchange_strong(state, watched_mark::k_waiter, std::memory_order_acq_rel)) return true;
+        continue;
+      }
+      relax();
+      state = mark.owner.load(std::memory_order_acquire);
     }
   }
 
@@ -114,7 +211,7 @@ class completion_waiter {
 
   std::mutex mutex_;
   std::condition_variable ready_;
-  std::deque<std::pair<std::shared_ptr<void>, std::function<void(bool)>>> queue_;
+  std::deque<std::shared_ptr<watched_mark>> queue_;
   std::atomic<std::uint64_t> queued_{0};  // events ever queued: lets the thread look without the lock
   bool stopping_ = false;
   std::function<void()> quiet_;
@@ -388,12 +485,23 @@ class cuda_backend final : public device_backend {
 
   void on_quiet(std::function<void()> quiet) override { quiet_ = std::move(quiet); }
 
-  result<std::shared_ptr<void>> mark(std::function<void(bool)> done) override {
+  result<marked> mark(std::function<void(bool)> done, bool caller_looks) override {
     context::scoped_device bound(index_);
     ATOMR_ASSIGN_OR_RETURN(std::shared_ptr<void> event, events_->take());
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event.get()), stream_)));
-    waiter_->watch(event, std::move(done));  // (the same signature: no second wrapper to allocate)
-    return event;
+    auto watched = std::allocate_shared<watched_mark>(recycling_allocator<watched_mark>{}, event, std::move(done),
+                                                      caller_looks ? watched_mark::k_open : watched_mark::k_waiter);
+    marked out{std::move(event), nullptr};
+    if (caller_looks) {
+      watched->open_until = std::chrono::steady_clock::now() + k_caller_window;
+      out.look = std::make_shared<caller_look>(watched, &seen_by_callers_);
+    }
+    waiter_->watch(std::move(watched));
+    return out;
+  }
+
+  std::uint64_t completions_seen_by_callers() const override {
+    return seen_by_callers_.load(std::memory_order_relaxed);
   }
 
   result<bool> finished(const std::shared_ptr<void>& event) override {
@@ -496,8 +604,9 @@ class cuda_backend final : public device_backend {
   int index_;
   cudaStream_t stream_ = nullptr;
   std::shared_ptr<cuda_event_pool> events_;
-  cudaMemPool_t pool_ = nullptr;  // where buffers come from
-  bool own_pool_ = false;         // pool_ is ours (shareable with other processes), not the default
+  cudaMemPool_t pool_ = nullptr;                   // where buffers come from
+  bool own_pool_ = false;                          // pool_ is ours (shareable with other processes), not the default
+  std::atomic<std::uint64_t> seen_by_callers_{0};  // (before waiter_: it outlives the waiter thread)
   std::unique_ptr<completion_waiter> waiter_;
   std::function<void()> quiet_;  // for the waiter (on_quiet)
   std::set<int> peers_enabled_;

@@ -37,6 +37,9 @@ class completion {
   // Answered already (the completion waiter saw the work finish): retiring it needs no query of
   // the device.
   bool settled() const noexcept { return settled_.load(std::memory_order_acquire); }
+  // Before the reply's future leaves the thread that enqueued the operation (see
+  // device_backend::mark).
+  void set_look(std::shared_ptr<progress_hook> look) { reply_.set_progress_hook(std::move(look)); }
 
  private:
   reply_to<void> reply_;
@@ -134,7 +137,9 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
     const context::scoped_device bound(state_->device());
     auto previous = backend_->enter_caller();
     if (!previous) return false;
+    caller_looks_ = true;  // the sender will likely wait for it, on this thread
     run(m);
+    caller_looks_ = false;
     // (A sticky failure in run() may have stopped the device and dropped the backend.)
     if (!backend_) return true;
     backend_->leave_caller(*previous);
@@ -353,6 +358,7 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
       ++(a.managed ? s.managed_buffers : s.buffers);
       (a.managed ? s.managed_bytes : s.bytes) += a.bytes;
     }
+    s.completions_seen_by_callers = backend_->completions_seen_by_callers();
     op.reply.send(s);
   }
 
@@ -394,22 +400,25 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
   void enqueue_completion(reply_to<void> reply, std::vector<std::shared_ptr<buffer_block>> uses,
                           std::function<void()> after = {}) {
     auto outcome = std::make_shared<completion>(std::move(reply), std::move(after));
-    auto event = backend_->mark([self = context().self(), outcome](bool ok) {
-      // The actor retires it when the backend goes quiet (on_quiet); a failure is the actor's to
-      // handle at once.
-      if (ok) {
-        outcome->succeed();
-      } else {
-        (void)self.tell(detail::poll_op{});
-      }
-    });
-    if (!event) {
-      outcome->fail(event.error_value());
-      if (backend_->is_sticky(event.error_value())) rebuild(event.error_value());
+    auto marked = backend_->mark(
+        [self = context().self(), outcome](bool ok) {
+          // The actor retires it when the backend goes quiet (on_quiet); a failure is the actor's
+          // to handle at once.
+          if (ok) {
+            outcome->succeed();
+          } else {
+            (void)self.tell(detail::poll_op{});
+          }
+        },
+        caller_looks_);
+    if (!marked) {
+      outcome->fail(marked.error_value());
+      if (backend_->is_sticky(marked.error_value())) rebuild(marked.error_value());
       return;
     }
-    recorded_event_ = *event;  // what readers on other devices of the buffers written here wait on
-    pending_.push_back({std::move(event).value(), std::move(outcome), std::move(uses)});
+    if (marked->look) outcome->set_look(std::move(marked->look));
+    recorded_event_ = marked->event;  // what readers on other devices of the buffers written here wait on
+    pending_.push_back({std::move(marked->event), std::move(outcome), std::move(uses)});
   }
 
   // An operation failed when it was enqueued; a sticky error also poisons everything behind it.
@@ -497,6 +506,7 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
   std::shared_ptr<device_state> state_;
   std::shared_ptr<detail::device_lane> lane_;
   device_options options_;
+  bool caller_looks_ = false;     // running an operation of the inline lane (see run_inline)
   context::scoped_device scope_;  // error messages from this actor name the device
   std::unique_ptr<device_backend> backend_;
   std::unordered_map<void*, live_allocation> live_;

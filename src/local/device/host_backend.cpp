@@ -69,7 +69,7 @@ class host_backend final : public device_backend {
   result<void> launch(void*, const launch_config&, void**) override { return no_modules(); }
   void unload_module(void*) override {}
 
-  result<std::shared_ptr<void>> mark(std::function<void(bool)>) override { return std::shared_ptr<void>(); }
+  result<marked> mark(std::function<void(bool)>, bool) override { return marked{}; }
   result<bool> finished(const std::shared_ptr<void>&) override { return true; }
   bool is_sticky(const error&) const override { return false; }
   result<void> rebuild() override { return ok(); }

@@ -37,6 +37,10 @@ class progress_hook {
  public:
   virtual ~progress_hook() = default;
   virtual void progress() noexcept = 0;
+  // Called once a waiter stops looking without the value (before it sleeps), and when a
+  // continuation is added: from then on the owner's own thread must see the completion. A hook
+  // that took the polling over from that thread hands it back here.
+  virtual void done_looking() noexcept {}
 };
 
 namespace detail {
@@ -93,6 +97,7 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
       relax();
       if ((i % 8) == 0 && std::chrono::steady_clock::now() >= until) break;
     }
+    if (hook_) hook_->done_looking();
     // Seen while looking: read it without the lock. The fulfiller sets has_value_ while it still
     // holds the lock, so taking the lock here would often find it held and sleep in the kernel
     // (a futex wait and wake: 10-20 us on a VM) for a value that is already there. value_ never
@@ -120,6 +125,7 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
   }
 
   void add_continuation(std::function<void(const result<T>&)> f) {
+    if (hook_) hook_->done_looking();  // nobody may look: the continuation needs the fulfiller
     {
       std::unique_lock lock(mutex_);
       if (!value_) {
@@ -281,7 +287,9 @@ class promise {
   future<T> get_future() const { return future<T>(state_); }
   // What a waiter on the future does while it looks for the value (see progress_hook). Set it
   // before the future goes to another thread: it is read there without a lock.
-  void set_progress_hook(std::shared_ptr<progress_hook> h) { state_->set_hook(std::move(h)); }
+  void set_progress_hook(std::shared_ptr<progress_hook> h) {
+    if (state_) state_->set_hook(std::move(h));
+  }
   // A fulfiller that completes many promises in order can publish their success with one store
   // (sequentially consistent): the future counts as fulfilled with success (get, ready, wait_for,
   // then) once `*mark` >= `at`. After that store the fulfiller calls settle() (or set_value) on
@@ -373,6 +381,10 @@ class reply_to {
     } else {
       promise_.set_error(std::move(e));
     }
+  }
+  // See promise::set_progress_hook (nothing where the reply goes to a sink: nobody here waits).
+  void set_progress_hook(std::shared_ptr<progress_hook> h) {
+    if (!sink_) promise_.set_progress_hook(std::move(h));
   }
 
  private:

@@ -124,6 +124,8 @@ struct device_stats {
   std::size_t bytes = 0;
   std::size_t managed_buffers = 0;
   std::size_t managed_bytes = 0;
+  // Operations whose completion the waiting caller saw itself (device_backend::mark), since start.
+  std::uint64_t completions_seen_by_callers = 0;
 };
 
 namespace detail {

@@ -1,7 +1,8 @@
 // Probe (not a test): raw NCCL's large collectives at 2 ranks (one GPU each) on buffers from
 // cudaMalloc (bench coll's raw column) against buffers from a memory pool with POSIX file
 // descriptor handles and peer access (what atomr's device actor allocates from), with and
-// without an event recorded after each operation (what the world does), in rounds taking turns.
+// without an event recorded after each operation (what the world does), and on a second
+// communicator of the same ranks (bench coll's raw column has its own), in rounds taking turns.
 // Each timing is `iters` operations back to back then one stream synchronize; prints the median
 // over rounds of the mean microseconds per operation (max over ranks), and malloc's time over
 // each other mode's (bench coll's raw/atomr ratio).
@@ -113,27 +114,35 @@ int main(int argc, char** argv) {
   CK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
   ncclComm_t comm = nullptr;
   CK(ncclCommInitRank(&comm, ranks, id, rank));
+  // A second communicator of the same ranks (bench coll's raw column runs on one of its own).
+  ncclUniqueId id2{};
+  if (rank == 0) CK(ncclGetUniqueId(&id2));
+  CK(MPI_Bcast(&id2, sizeof(id2), MPI_BYTE, 0, MPI_COMM_WORLD));
+  ncclComm_t comm2 = nullptr;
+  CK(ncclCommInitRank(&comm2, ranks, id2, rank));
 
   struct mode {
     const char* name;
     const buffers* b;
     bool events;
+    ncclComm_t comm;
   };
-  const mode modes[] = {{"malloc", &plain, false},
-                        {"pool", &pooled, false},
-                        {"pool_event", &pooled, true},
-                        {"malloc_event", &plain, true}};
+  const mode modes[] = {{"malloc", &plain, false, comm},
+                        {"pool", &pooled, false, comm},
+                        {"pool_event", &pooled, true, comm},
+                        {"malloc_event", &plain, true, comm},
+                        {"malloc_comm2", &plain, false, comm2}};
   for (const op o : {op::all_reduce, op::reduce_scatter, op::all_gather, op::broadcast}) {
     for (const std::size_t bytes : sizes) {
       std::vector<std::vector<double>> us(std::size(modes));
       for (int round = 0; round < rounds; ++round) {
         for (std::size_t m = 0; m < std::size(modes); ++m) {
-          for (int w = 0; w < 3; ++w) issue(o, *modes[m].b, bytes, ranks, comm, stream);
+          for (int w = 0; w < 3; ++w) issue(o, *modes[m].b, bytes, ranks, modes[m].comm, stream);
           CK(cudaStreamSynchronize(stream));
           CK(MPI_Barrier(MPI_COMM_WORLD));
           const auto t0 = std::chrono::steady_clock::now();
           for (int i = 0; i < iters; ++i) {
-            issue(o, *modes[m].b, bytes, ranks, comm, stream);
+            issue(o, *modes[m].b, bytes, ranks, modes[m].comm, stream);
             if (modes[m].events) CK(cudaEventRecord(events[static_cast<std::size_t>(i)], stream));
           }
           CK(cudaStreamSynchronize(stream));
@@ -159,6 +168,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  CK(ncclCommDestroy(comm2));
   CK(ncclCommDestroy(comm));
   MPI_Finalize();
   return 0;

@@ -9,6 +9,9 @@
 //   malloc_wait     malloc, + cudaStreamWaitEvent on an old event of GPU 0 before each copy
 //   pool_all        pool + event after + wait before (what the device actor does)
 //   pool_all_waiter pool_all, with a second thread blocking in cudaEventSynchronize on each event
+//   pool_async_event / _waiter  pool, cudaMemcpyAsync, an event after each copy / and the second
+//                   thread synchronizing each event (the device actor's copies back to back);
+//                   _newest: that thread synchronizes only the newest event issued so far
 // and the copy itself by cudaMemcpyPeerAsync (the default), cudaMemcpyAsync with
 // cudaMemcpyDefault (`_async`), or a copy kernel on GPU 1 reading GPU 0's memory (`_kernel`).
 // Latency waits: stream = cudaStreamSynchronize, event_sync = cudaEventSynchronize on an event
@@ -133,6 +136,7 @@ struct mode {
   memory mem;
   bool event_after, wait_before, waiter_thread;
   method how = method::peer;
+  bool newest = false;  // the waiter synchronizes only the newest event issued so far
 };
 
 // One copy of `m`'s kind; returns the event recorded after it (or nullptr).
@@ -163,8 +167,10 @@ double bandwidth(rig& r, const mode& m, std::size_t bytes, int iters) {
     waiter = std::thread([&] {
       CK(cudaSetDevice(1));
       for (int i = 0; i < iters; ++i) {
-        while (issued.load(std::memory_order_acquire) <= i) {
+        int seen = 0;
+        while ((seen = issued.load(std::memory_order_acquire)) <= i) {
         }
+        if (m.newest) i = seen - 1;  // (every event before it completed first: one stream)
         CK(cudaEventSynchronize(r.events[static_cast<std::size_t>(i) % r.events.size()]));
       }
     });
@@ -249,6 +255,9 @@ int main(int argc, char** argv) {
       {"malloc_wait", memory::malloc, false, true, false},
       {"pool_all", memory::pool, true, true, false},
       {"pool_all_waiter", memory::pool, true, true, true},
+      {"pool_async_event", memory::pool, true, false, false, method::async},
+      {"pool_async_waiter", memory::pool, true, false, true, method::async},
+      {"pool_async_newest", memory::pool, true, false, true, method::async, true},
   };
   for (int round = 0; round < 2; ++round) {
     for (const std::size_t bytes : sizes) {

@@ -104,7 +104,9 @@ int bench_p2p(bool json, int src, int dst, std::size_t min_bytes, std::size_t ma
                      {"bw_ratio", r.atomr_gbps / r.raw_gbps},
                      {"raw_us", r.raw_us},
                      {"atomr_us", r.atomr_us},
-                     {"overhead_us", r.atomr_us - r.raw_us}});
+                     {"overhead_us", r.atomr_us - r.raw_us},
+                     {"bw_inline", r.bw_inline},
+                     {"lat_inline", r.lat_inline}});
     }
     std::cout << nlohmann::json{{"benchmark", "p2p"},
                                 {"machine", gpus.devices[static_cast<std::size_t>(src)].name},
@@ -119,13 +121,16 @@ int bench_p2p(bool json, int src, int dst, std::size_t min_bytes, std::size_t ma
   std::cout << "atomr bench p2p: GPU" << src << " -> GPU" << dst
             << "; raw = cudaMemcpyPeerAsync on the destination's stream, atomr = device::copy_from_peer\n"
                "bandwidth: copies back to back, one wait; latency: each copy waited for\n\n";
-  text_table t({"bytes", "iters", "raw GB/s", "atomr GB/s", "atomr/raw", "raw us", "atomr us", "overhead us"});
+  text_table t(
+      {"bytes", "iters", "raw GB/s", "atomr GB/s", "atomr/raw", "raw us", "atomr us", "overhead us", "inline bw/lat"});
   for (const auto& r : *rows) {
     t.add_row({std::to_string(r.bytes), std::to_string(r.iterations), fixed(r.raw_gbps, 2), fixed(r.atomr_gbps, 2),
                fixed(r.atomr_gbps / r.raw_gbps, 3), fixed(r.raw_us, 2), fixed(r.atomr_us, 2),
-               fixed(r.atomr_us - r.raw_us, 2)});
+               fixed(r.atomr_us - r.raw_us, 2), fixed(r.bw_inline, 2) + "/" + fixed(r.lat_inline, 2)});
   }
   t.print(std::cout);
+  std::cout << "(inline: the share of atomr's copies their caller enqueued itself; the rest went by mail to the "
+               "device thread)\n";
   return 0;
 }
 

@@ -115,15 +115,20 @@ result<std::vector<p2p_row>> run_p2p_benchmarks(int src, int dst, std::size_t mi
     ATOMR_ASSIGN_OR_RETURN(auto b, to.allocate<std::uint8_t>(bytes).get());
     ATOMR_TRY(from.fill_bytes(a, 1).get());
     ATOMR_TRY(to.copy_from_peer(b, a).get());  // warm-up, enables peer access
+    ATOMR_ASSIGN_OR_RETURN(const auto before_bw, to.stats().get());
     auto t0 = clock::now();
     std::vector<local::future<void>> inflight;
     inflight.reserve(static_cast<std::size_t>(row.iterations));
     for (int i = 0; i < row.iterations; ++i) inflight.push_back(to.copy_from_peer(b, a));
     for (auto& f : inflight) ATOMR_TRY(f.get());
     const double atomr_bw = seconds(t0);
+    ATOMR_ASSIGN_OR_RETURN(const auto before_lat, to.stats().get());
     t0 = clock::now();
     for (int i = 0; i < lat_iters; ++i) ATOMR_TRY(to.copy_from_peer(b, a).get());
     const double atomr_lat = seconds(t0);
+    ATOMR_ASSIGN_OR_RETURN(const auto after_lat, to.stats().get());
+    row.bw_inline = static_cast<double>(before_lat.operations_inline - before_bw.operations_inline) / row.iterations;
+    row.lat_inline = static_cast<double>(after_lat.operations_inline - before_lat.operations_inline) / lat_iters;
 
     const double moved = static_cast<double>(bytes) * row.iterations;
     row.raw_gbps = moved / raw_bw / 1e9;

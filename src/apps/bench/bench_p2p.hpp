@@ -13,6 +13,9 @@ struct p2p_row {
   int iterations = 0;
   double raw_gbps = 0, atomr_gbps = 0;  // back-to-back copies, then one wait
   double raw_us = 0, atomr_us = 0;      // one copy at a time, each waited for
+  // Of atomr's copies, the share its caller enqueued itself (the device's inline lane; the rest
+  // went by mail to the device thread), back to back and one at a time.
+  double bw_inline = 0, lat_inline = 0;
 };
 
 // GPU `src` to GPU `dst`, sizes from min_bytes to max_bytes, multiplying by `factor`.

@@ -98,14 +98,17 @@ class caller_look final : public progress_hook {
 };
 
 // Waits on the device's completion events in order on its own thread and answers each; the
-// device actor is woken to retire them only once the queue goes quiet (or every 64): a wake-up
-// per completion put the device thread on the lane just as the answered caller came back with
-// its next operation. (A host function in the stream would do the same but stalls the stream
-// until the CPU has run it, which costs every following copy a round trip.)
+// device actor is woken to retire them only once the queue goes quiet: a wake-up per completion
+// put the device thread on the lane just as the answered caller came back with its next
+// operation. (Nor every 64 completions, as before: while operations keep coming, their senders
+// retire what finished, inline or on the device thread, and a wake-up in a burst of inline
+// operations sent the rest of the burst by mail.) (A host function in the stream would do the
+// same but stalls the stream until the CPU has run it, which costs every following copy a round
+// trip.)
 class completion_waiter {
  public:
   // `quiet` (may be empty) is called after completions once the queue has stayed empty for the
-  // look below, or after k_quiet_every completions in a row.
+  // look below.
   completion_waiter(int device, std::function<void()> quiet)
       : quiet_(std::move(quiet)), thread_([this, device] { run(device); }) {}
   ~completion_waiter() {
@@ -135,8 +138,6 @@ class completion_waiter {
   }
 
  private:
-  static constexpr unsigned k_quiet_every = 64;
-
   void run(int device) {
     cudaSetDevice(device);
     std::unique_lock lock(mutex_);
@@ -160,10 +161,7 @@ class completion_waiter {
         mark->wake(completed);
       }
       mark.reset();
-      if (++unreported >= k_quiet_every) {
-        unreported = 0;
-        if (quiet_) quiet_();
-      }
+      ++unreported;
       lock.lock();
     }
   }

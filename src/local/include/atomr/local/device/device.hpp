@@ -126,6 +126,11 @@ struct device_stats {
   std::size_t managed_bytes = 0;
   // Operations whose completion the waiting caller saw itself (device_backend::mark), since start.
   std::uint64_t completions_seen_by_callers = 0;
+  // Since start: operations their sender enqueued itself (the inline lane), and messages that
+  // went by mail to the device thread (every operation that did not, and allocations, modules,
+  // statistics: this request included).
+  std::uint64_t operations_inline = 0;
+  std::uint64_t messages_by_mail = 0;
 };
 
 namespace detail {
@@ -159,22 +164,28 @@ class device_lane {
   class hold {
    public:
     explicit hold(device_lane& lane);
+    hold(device_lane& lane, std::try_to_lock_t);  // see owns()
     ~hold();
     hold(const hold&) = delete;
     hold& operator=(const hold&) = delete;
+    bool owns() const noexcept { return owns_; }
 
    private:
     device_lane& lane_;
+    bool owns_ = true;
   };
   void attach(lane_runner* runner) noexcept { runner_ = runner; }  // while held
   void handled_one() noexcept { handled_.fetch_add(1, std::memory_order_release); }
+  std::uint64_t ran_inline() const noexcept { return inline_.load(std::memory_order_relaxed); }
+  std::uint64_t sent_by_mail() const noexcept { return sent_.load(std::memory_order_relaxed); }
 
  private:
   const bool enabled_;
   std::mutex mutex_;
   std::atomic<std::uint64_t> sent_{0};
   std::atomic<std::uint64_t> handled_{0};
-  lane_runner* runner_ = nullptr;  // under mutex_; null before the device starts and once it stops
+  std::atomic<std::uint64_t> inline_{0};  // (only counted: device_stats)
+  lane_runner* runner_ = nullptr;         // under mutex_; null before the device starts and once it stops
 };
 }  // namespace detail
 

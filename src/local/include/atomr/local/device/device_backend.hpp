@@ -92,8 +92,8 @@ class device_backend {
   // How many marks their caller answered so far (any thread).
   virtual std::uint64_t completions_seen_by_callers() const { return 0; }
   // Set before init(): called from another thread after marks' `done` calls once no more work is
-  // waited for (or after many in a row), for the owner to retire what finished in one go rather
-  // than after every mark. Never called where marks finish at once (no `done` calls).
+  // waited for, for the owner to retire what finished in one go rather than after every mark. Never called where marks
+  // finish at once (no `done` calls).
   virtual void on_quiet(std::function<void()> /*quiet*/) {}
   // True once the work before `event` has finished; the failure if it failed.
   virtual result<bool> finished(const std::shared_ptr<void>& event) = 0;

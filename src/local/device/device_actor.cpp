@@ -562,13 +562,6 @@ bool inline_lane_enabled() {
 // sends to a device then goes by mail, never into a lane (no recursion, no lock order).
 thread_local int t_lanes_held = 0;
 constexpr int k_lane_tries = 32;  // the device thread holds the lane briefly (a poll): worth a short wait
-// A sender whose operation would go by mail only because the device thread has not yet taken
-// the last message or two (or is handling the last one) waits up to this long for it instead.
-// Once one operation of a burst went by mail, every later one had to (their order must hold),
-// and the device thread, slower than a sender, ran the rest of the burst: bench p2p's copies
-// back to back went 0-50 % inline in some rows (docs/benchmarks.md, twenty-sixth session).
-constexpr auto k_lane_catch_up = std::chrono::microseconds(8);
-constexpr std::uint64_t k_lane_catch_up_most = 2;  // messages in flight worth waiting for
 }  // namespace
 
 detail::device_lane::hold::hold(device_lane& lane) : lane_(lane) {
@@ -587,22 +580,14 @@ detail::device_lane::hold::~hold() {
 }
 
 bool detail::device_lane::offer(device_msg& m) {
-  bool waited = false;  // for the device thread to take the last messages sent by mail
-  if (enabled_ && t_lanes_held == 0 && caught_up(waited)) {
-    // Only ever tried: a sender never blocks on a lane (a short wait where the device thread
-    // handles the message that sent the burst to the mail, as in caught_up()).
+  if (enabled_ && t_lanes_held == 0 &&
+      sent_.load(std::memory_order_acquire) == handled_.load(std::memory_order_acquire)) {
+    // Only ever tried: a sender never blocks on a lane.
     std::unique_lock lock(mutex_, std::try_to_lock);
     const spin_relax relax;
     for (int i = 1; i < k_lane_tries && !lock.owns_lock(); ++i) {
       relax();
       (void)lock.try_lock();
-    }
-    if (!lock.owns_lock() && waited) {
-      const auto until = std::chrono::steady_clock::now() + k_lane_catch_up;
-      for (unsigned i = 1; !lock.try_lock(); ++i) {
-        relax();
-        if ((i & 15) == 0 && std::chrono::steady_clock::now() >= until) break;
-      }
     }
     if (lock.owns_lock()) {
       struct depth {
@@ -619,22 +604,6 @@ bool detail::device_lane::offer(device_msg& m) {
   }
   sent_.fetch_add(1, std::memory_order_acq_rel);
   return false;
-}
-
-bool detail::device_lane::caught_up(bool& waited) {
-  auto sent = sent_.load(std::memory_order_acquire);
-  if (sent == handled_.load(std::memory_order_acquire)) return true;
-  if (sent - handled_.load(std::memory_order_acquire) > k_lane_catch_up_most) return false;
-  const auto until = std::chrono::steady_clock::now() + k_lane_catch_up;
-  const spin_relax relax;
-  for (unsigned i = 1;; ++i) {
-    relax();
-    sent = sent_.load(std::memory_order_acquire);
-    if (sent == handled_.load(std::memory_order_acquire)) break;
-    if ((i & 15) == 0 && std::chrono::steady_clock::now() >= until) return false;
-  }
-  waited = true;
-  return true;
 }
 
 result<device> device::start(actor_system& system, int index, device_kind kind, device_options options) {

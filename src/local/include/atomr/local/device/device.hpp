@@ -180,9 +180,6 @@ class device_lane {
   std::uint64_t sent_by_mail() const noexcept { return sent_.load(std::memory_order_relaxed); }
 
  private:
-  // Whether every message sent by mail has been taken by the device thread, waiting briefly
-  // for the last one or two (then `waited` is set).
-  bool caught_up(bool& waited);
   const bool enabled_;
   std::mutex mutex_;
   std::atomic<std::uint64_t> sent_{0};

@@ -16,11 +16,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <string>
 #include <vector>
 
 #include "probe_check.hpp"
+#include "probe_pool.hpp"
 
 namespace {
 
@@ -79,26 +79,8 @@ int main(int argc, char** argv) {
   buffers plain, pooled;
   CK(cudaMalloc(reinterpret_cast<void**>(&plain.send), most));
   CK(cudaMalloc(reinterpret_cast<void**>(&plain.recv), most));
-  cudaMemPoolProps props{};
-  props.allocType = cudaMemAllocationTypePinned;
-  props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = device;
-  cudaMemPool_t pool = nullptr;
-  CK(cudaMemPoolCreate(&pool, &props));
-  std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
-  CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  for (int peer = 0; peer < devices; ++peer) {
-    int can = 0;
-    if (peer == device) continue;
-    CK(cudaDeviceCanAccessPeer(&can, peer, device));
-    if (!can) continue;
-    cudaMemAccessDesc access{};
-    access.location.type = cudaMemLocationTypeDevice;
-    access.location.id = peer;
-    access.flags = cudaMemAccessFlagsProtReadWrite;
-    CK(cudaMemPoolSetAccess(pool, &access, 1));
-  }
+  // atomr's pool (src/local/device/cuda_backend.cpp): shareable, kept, peer access granted.
+  cudaMemPool_t pool = make_actor_like_pool(device);
   CK(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&pooled.send), most, pool, stream));
   CK(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&pooled.recv), most, pool, stream));
   for (const auto& b : {plain, pooled}) {

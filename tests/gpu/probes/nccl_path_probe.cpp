@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "probe_check.hpp"
+#include "probe_pool.hpp"
 
 namespace {
 
@@ -234,26 +235,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&s.malloc_buf, 64));
   CK(cudaMemset(s.malloc_buf, 0, 64));
   // atomr's pool (src/local/device/cuda_backend.cpp): shareable, kept, peer access granted.
-  cudaMemPool_t pool = nullptr;
-  cudaMemPoolProps props{};
-  props.allocType = cudaMemAllocationTypePinned;
-  props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
-  props.location.type = cudaMemLocationTypeDevice;
-  props.location.id = device;
-  CK(cudaMemPoolCreate(&pool, &props));
-  std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
-  CK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  for (int peer = 0; peer < devices; ++peer) {
-    int can = 0;
-    if (peer == device) continue;
-    CK(cudaDeviceCanAccessPeer(&can, peer, device));
-    if (!can) continue;
-    cudaMemAccessDesc access{};
-    access.location.type = cudaMemLocationTypeDevice;
-    access.location.id = peer;
-    access.flags = cudaMemAccessFlagsProtReadWrite;
-    CK(cudaMemPoolSetAccess(pool, &access, 1));
-  }
+  cudaMemPool_t pool = make_actor_like_pool(device);
   CK(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&s.ipc_buf), 64, pool, s.stream));
   CK(cudaMallocAsync(reinterpret_cast<void**>(&s.def_buf), 64, s.stream));
   CK(cudaMemsetAsync(s.ipc_buf, 0, 64, s.stream));

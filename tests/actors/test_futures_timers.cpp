@@ -112,6 +112,63 @@ TEST(Future, AReadyFutureNeverCallsItsHook) {
   EXPECT_EQ(hook->calls.load(), 0);
 }
 
+// A hook that records done_looking and lets another thread know the waiter stopped looking.
+class note_done_looking final : public progress_hook {
+ public:
+  explicit note_done_looking(promise<int>* fulfil_on_third = nullptr) : fulfil_(fulfil_on_third) {}
+  void progress() noexcept override {
+    if (++looks == 3 && fulfil_ != nullptr) fulfil_->set_value(3);
+  }
+  void done_looking() noexcept override {
+    ++handed_back;
+    stopped.count_down();
+  }
+  std::atomic<int> looks{0};
+  std::atomic<int> handed_back{0};
+  std::latch stopped{1};
+
+ private:
+  promise<int>* fulfil_;
+};
+
+// A waiter tells its hook when it stops looking, once: before it sleeps (a device operation's
+// completion then goes back to the completion thread), and also when the value came while it
+// looked (a hook may hold work it must give back, the value having come another way); adding a
+// continuation tells it too.
+TEST(Future, AWaiterThatStopsLookingSaysSoToItsHook) {
+  promise<int> late;
+  auto slept = std::make_shared<note_done_looking>();
+  late.set_progress_hook(slept);
+  auto f = late.get_future();
+  // The value is set only once the waiter said it stopped looking: no timing involved.
+  std::thread fulfiller([&] {
+    slept->stopped.wait();
+    late.set_value(11);
+  });
+  EXPECT_EQ(f.get().value(), 11);
+  fulfiller.join();
+  EXPECT_GT(slept->looks.load(), 0);
+  EXPECT_EQ(slept->handed_back.load(), 1);
+
+  promise<int> looked;
+  auto found = std::make_shared<note_done_looking>(&looked);
+  looked.set_progress_hook(found);
+  EXPECT_EQ(looked.get_future().get().value(), 3);
+  EXPECT_EQ(found->looks.load(), 3);
+  EXPECT_EQ(found->handed_back.load(), 1);
+
+  promise<int> chained;
+  auto handed = std::make_shared<note_done_looking>();
+  chained.set_progress_hook(handed);
+  auto g = chained.get_future();
+  int seen = 0;
+  g.then([&](const result<int>& r) { seen = r.value(); });
+  EXPECT_EQ(handed->handed_back.load(), 1);
+  chained.set_value(5);
+  EXPECT_EQ(seen, 5);
+  EXPECT_EQ(handed->looks.load(), 0);
+}
+
 // A hook that moves a done mark on its second call (a progress thread publishing completions).
 class mark_on_second final : public progress_hook {
  public:

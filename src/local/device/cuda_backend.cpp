@@ -82,7 +82,8 @@ class caller_look final : public progress_hook {
     m->owner.store(watched_mark::k_done, std::memory_order_release);
   }
 
-  // The caller sleeps now, or reads the result through a continuation: the waiter answers.
+  // The caller stopped looking (it sleeps now, reads the result through a continuation, or got
+  // its value another way, a deadline or a failure): whatever it has not answered, the waiter does.
   void done_looking() noexcept override {
     const auto m = mark_.lock();
     if (!m) return;

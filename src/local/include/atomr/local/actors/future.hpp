@@ -37,9 +37,10 @@ class progress_hook {
  public:
   virtual ~progress_hook() = default;
   virtual void progress() noexcept = 0;
-  // Called once a waiter stops looking without the value (before it sleeps), and when a
-  // continuation is added: from then on the owner's own thread must see the completion. A hook
-  // that took the polling over from that thread hands it back here.
+  // Called each time a waiter stops looking (it has the value, or it is about to sleep), and
+  // when a continuation is added: from then on the owner's own thread must see the completion.
+  // A hook that took work over from that thread hands it back here, also where the value came
+  // another way (a deadline, a failure) while it held the work.
   virtual void done_looking() noexcept {}
 };
 
@@ -91,13 +92,18 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
     if (has_value_.load(std::memory_order_acquire)) return *value_;
     const auto until = std::chrono::steady_clock::now() + wait_look();
     const spin_relax relax;
+    bool by_mark = false;
     for (unsigned i = 1; !has_value_.load(std::memory_order_acquire); ++i) {
-      if (marked()) return marked_value();
+      if (marked()) {
+        by_mark = true;
+        break;
+      }
       if (hook_) hook_->progress();
       relax();
       if ((i % 8) == 0 && std::chrono::steady_clock::now() >= until) break;
     }
     if (hook_) hook_->done_looking();
+    if (by_mark) return marked_value();
     // Seen while looking: read it without the lock. The fulfiller sets has_value_ while it still
     // holds the lock, so taking the lock here would often find it held and sleep in the kernel
     // (a futex wait and wake: 10-20 us on a VM) for a value that is already there. value_ never

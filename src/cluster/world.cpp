@@ -105,6 +105,14 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
   // ATOMR_TRACE turns the request timeline on with the first world.
   if (auto traced = request_trace::enable_from_environment(); !traced) return traced.error_value();
   const auto checked = local_check();
+  // Where the creation's time goes (debug log).
+  auto mark = clock::now();
+  auto lap = [&mark] {
+    const auto now = clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(now - mark).count();
+    mark = now;
+    return ms;
+  };
   MPI_Comm control = MPI_COMM_NULL;
   {
     MPI_Request q = MPI_REQUEST_NULL;
@@ -134,6 +142,7 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
     }
     if (auto r = detail::wait_mpi(q, deadline, "comparing backends"); !r) return fail(r.error_value());
   }
+  const double agree_ms = lap();
   const std::uint64_t highest = agreed[0];
   const std::uint64_t lowest = 1 - agreed[1];
   const std::uint64_t id = agreed[2];
@@ -151,10 +160,15 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
 #endif
   }
   if (!backend) return fail(backend.error_value());
+  const double backend_ms = lap();
   if (auto wrap = wrapper.load(std::memory_order_acquire); wrap != nullptr) backend = wrap(std::move(*backend));
-  log::get("cluster")->debug("world of {} ({} backend) up; this rank's first member is {}", (*backend)->size(),
-                             to_string(*checked), (*backend)->rank(0));
+  const auto size = (*backend)->size();
+  const auto first = (*backend)->rank(0);
   auto engine = std::make_shared<world_engine>(control, std::move(backend).value(), std::move(members), options, id);
+  log::get("cluster")->debug(
+      "world of {} ({} backend) up; this rank's first member is {} (ms: communicator and agreements {:.1f}, backend "
+      "{:.1f}, engine {:.1f})",
+      size, to_string(*checked), first, agree_ms, backend_ms, lap());
   return std::unique_ptr<world>(new world(std::move(engine)));
 }
 

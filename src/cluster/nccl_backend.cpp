@@ -20,7 +20,6 @@
 
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/nccl_check.hpp"
-#include "atomr/cluster/nccl_warm_up.hpp"
 #include "atomr/common/context.hpp"
 #include "atomr/common/log.hpp"
 #include "atomr/common/tunables.hpp"
@@ -775,10 +774,6 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
   };
   auto initialized = init();
   const double init_ms = lap();
-  // A warm-up of these devices (warm_nccl) has loaded the kernels or finished the load with this
-  // init; its one-rank communicator is destroyed before the world is used.
-  for (const int d : devices) wait_nccl_warm(d);
-  const double warm_ms = lap();
   if (!initialized) {
     for (auto& m : ms) {
       if (m.comm != nullptr) ncclCommAbort(m.comm);
@@ -788,9 +783,9 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
   ATOMR_TRY(agree(control, initialized, deadline, "initializing NCCL"));
   ATOMR_TRY(nccl_backend::prepare(ms));
   log::get("cluster")->debug(
-      "NCCL backend up (ms): device counts {:.1f}, unique id {:.1f}, ncclCommInitRankConfig {:.1f}, waiting for the "
-      "warm-up {:.1f}, agreeing and preparing {:.1f}",
-      counts_ms, ids_ms, init_ms, warm_ms, lap());
+      "NCCL backend up (ms): device counts {:.1f}, unique id {:.1f}, ncclCommInitRankConfig {:.1f}, agreeing and "
+      "preparing {:.1f}",
+      counts_ms, ids_ms, init_ms, lap());
   return std::unique_ptr<comm_backend>(new nccl_backend(control, std::move(ms), total, blocking, graph_bytes));
 }
 

@@ -57,6 +57,28 @@ TEST(GpuDevice, CopiesAndKernelsProduceExactValues) {
   for (std::size_t i = 0; i < n; i += 4099) ASSERT_EQ(out[i], 0x7f7f7f7f);
 }
 
+// The pool maps its first memory as the device starts (on the device's thread, while the caller
+// goes on), not in the caller's first allocation: before any buffer is asked for, the pool
+// already holds memory.
+TEST(GpuDevice, ThePoolHoldsMemoryBeforeTheFirstBuffer) {
+  ATOMR_REQUIRE_GPUS(1);
+  actor_system sys;
+  auto dev = device::start(sys, test::rank_gpu(), device_kind::cuda).value();
+  std::uint64_t reserved = 0;
+  bool shareable = false;
+  ASSERT_TRUE(dev.run(
+                     [&](const stream_context& ctx) -> result<void> {
+                       if (ctx.shareable_pool == nullptr) return ok();  // the default pool serves
+                       shareable = true;
+                       return ATOMR_CUDA_CHECK(cudaMemPoolGetAttribute(static_cast<cudaMemPool_t>(ctx.shareable_pool),
+                                                                       cudaMemPoolAttrReservedMemCurrent, &reserved));
+                     },
+                     {})
+                  .get());
+  if (!shareable) GTEST_SKIP() << "the driver refused a shareable pool; the default pool serves";
+  EXPECT_GT(reserved, 0u);
+}
+
 // Copies between a device and pageable host memory go through pinned staging, so the actor never
 // waits for the stream: while a kernel holds the stream, the actor still enqueues a 64 MiB upload
 // and a download and answers other requests; once the gate opens, both land with exact values.

@@ -15,7 +15,6 @@
 
 #include "atomr/cluster/device_plan.hpp"
 #include "atomr/cluster/mpi_session.hpp"
-#include "atomr/cluster/nccl_warm_up.hpp"
 #include "atomr/cluster/request_trace.hpp"
 #include "atomr/cluster/world.hpp"
 #include "atomr/common/version.hpp"
@@ -670,8 +669,6 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   auto gpus =
       cluster::choose_devices({.host = s.host, .per_rank = s.gpus_per_rank}, id.local_rank, id.local_size, visible);
   if (!gpus) return report_error(gpus.error_value().describe(), 1);
-  // NCCL's kernels load while the devices start (cluster/nccl_warm_up.hpp).
-  if (auto warm = cluster::warm_nccl(*gpus); !warm) return report_error(warm.error_value().describe(), 2);
   s.machine = "host CPU";
   if (!gpus->empty() && probe && static_cast<std::size_t>(gpus->front()) < probe->devices.size()) {
     s.machine = probe->devices[static_cast<std::size_t>(gpus->front())].name;

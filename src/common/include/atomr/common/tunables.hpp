@@ -74,10 +74,6 @@ inline constexpr tunable nccl_scalable_ranks{
 inline constexpr tunable nccl_ranks_per_id{
     "nccl_ranks_per_id", "ATOMR_NCCL_RANKS_PER_ID", "128",
     "ncclCommInitRankScalable: one unique id (bootstrap root) per this many GPUs"};
-inline constexpr tunable nccl_warm_up{
-    "nccl_warm_up", "ATOMR_NCCL_WARM_UP", "1",
-    "1: cluster::warm_nccl loads NCCL's kernels on a thread of its own (a one-rank communicator) while the rank "
-    "starts its devices, so that the first world skips that load; 0: the world's init loads them"};
 inline constexpr tunable trace{"trace", "ATOMR_TRACE", "",
                                "path prefix: each rank writes its request timeline to <path>.rank<N>.json"};
 inline constexpr tunable trace_requests{"trace_requests", "ATOMR_TRACE_REQUESTS", "65536",
@@ -164,7 +160,6 @@ inline constexpr std::array k_all{&log,
                                   &nccl_ranks_per_id,
                                   &nccl_graphs,
                                   &nccl_graph_bytes,
-                                  &nccl_warm_up,
                                   &avoid_irq_cpus,
                                   &spin};
 }  // namespace tunables

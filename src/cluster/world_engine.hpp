@@ -252,7 +252,12 @@ class world_engine {
   static void settle_merged(exchange& ex);
   // Whether a packable request skips the exchange; nullopt until the exchanges it depends on are in.
   std::optional<bool> in_latency_window(std::uint64_t seq) const;
-  std::deque<std::uint64_t> lone_heads_;  // finished exchanges in which every rank offered one
+  std::deque<std::uint64_t> lone_heads_;  // finished lone exchanges that open a window (finish_background)
+  // The run of lone exchanges (every rank offered one) on consecutive requests that opens a window
+  // (see finish_background), and where the last window opened ends.
+  std::uint64_t last_lone_ = 0;
+  std::uint32_t lone_run_ = 0;
+  std::uint64_t window_end_ = 0;
   // CUDA graphs (comm_backend::graph_limit). A request the backend could replay as a graph waits
   // at the head of the queue for a vote: every rank says which capture it holds for the request's
   // buffers, whether it issued them before, and how many requests it would issue in one group

@@ -698,6 +698,24 @@ TEST_F(Collectives, RequestsSubmittedTogetherPackInsideTheLatencyWindow) {
   EXPECT_EQ(read(one), std::vector<float>(4, std::pow(static_cast<float>(size_), 5.0F)));
 }
 
+// The window opens after three lone exchanges on consecutive requests (world_engine.cpp,
+// k_lone_run): a caller that waits for each request pays exchanges for its first four (the
+// fourth was decided before the third's exchange was in), then none while the window stays open;
+// a burst that begins at an idle engine, with only its first one or two requests alone, opens
+// none and packs. On the host backend (the NCCL backend's graph votes take such requests too).
+TEST_F(Collectives, ALatencyBoundCallerSkipsTheExchangeAfterThreeLoneOnes) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  auto one = buffer(std::vector<float>(4, 1.0F));
+  const auto before = w->stats();
+  constexpr int k = 40;
+  for (int i = 0; i < k; ++i) ASSERT_TRUE(w->all_reduce(one).get()) << "request " << i;
+  EXPECT_EQ(read(one), std::vector<float>(4, std::pow(static_cast<float>(size_), static_cast<float>(k))));
+  if (size_ > 1 && w->backend() == cluster::world_backend::host) {
+    EXPECT_EQ(w->stats().agreements - before.agreements, 4u);
+  }
+}
+
 TEST_F(Collectives, ASubmitAllCallsFuturesRunTheirContinuationsOnceWithSuccess) {
   // A submit_all call's futures hear by the world's done mark and are settled after: each
   // continuation added before the mark runs once, at the settle (by the world's end at the

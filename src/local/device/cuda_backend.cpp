@@ -271,10 +271,18 @@ class cuda_backend final : public device_backend {
     // The pool's first allocation maps its first memory (for the peers above too): 27-33 ms on
     // the two-H200 machine, paid by the first buffer a caller asked for (bench coll's startup
     // line). Made here, as the device starts on its own thread, it overlaps what the caller does
-    // meanwhile (a world's creation). The pool keeps the memory (release threshold above).
+    // meanwhile (a world's creation). The pool keeps the memory (release threshold above). Only
+    // a head start: where it fails (a full device) the device starts anyway, and the first buffer
+    // meets the failure itself.
     void* first = nullptr;
-    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocFromPoolAsync(&first, 1, pool, stream_)));
-    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(first, stream_)));
+    if (const auto e = cudaMallocFromPoolAsync(&first, 1, pool, stream_); e == cudaSuccess) {
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(first, stream_)));
+    } else {
+      cudaGetLastError();
+      log::get("devices")->debug(
+          "device {}: mapping the pool's first memory at start failed ({}); left to the first buffer", index_,
+          cudaGetErrorString(e));
+    }
     events_ = std::make_shared<cuda_event_pool>();
     waiter_ = std::make_unique<completion_waiter>(index_, quiet_);
     using ms = std::chrono::duration<double, std::milli>;

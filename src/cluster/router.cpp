@@ -295,10 +295,15 @@ class router_core_impl final : public detail::router_core {
     // A barrier still open (a rank did not reach stop() within the drain timeout) cannot be freed
     // or cancelled: MPI forbids both for a nonblocking collective, and Open MPI aborts the job
     // with MPI_ERR_REQUEST (seen under TSan at 4 ranks). It is left to complete when the late
-    // rank arrives; only its handle is dropped.
+    // rank arrives; only its handle is dropped. Its communicator is kept too (never freed): Open
+    // MPI's libnbc went on with the barrier when the late rank came, on the freed communicator,
+    // and the next MPI call of the process crashed in mca_pml_ob1_isend (router_test at 4 ranks
+    // under TSan, one rank 30 s late on a loaded 2-core machine).
+    bool barrier_open = false;
     if (stop_barrier_ != MPI_REQUEST_NULL) {
       int done = 0;
       MPI_Test(&stop_barrier_, &done, MPI_STATUS_IGNORE);
+      barrier_open = done == 0;
       stop_barrier_ = MPI_REQUEST_NULL;
     }
     if (goodbye_recv_ != MPI_REQUEST_NULL) {
@@ -308,7 +313,11 @@ class router_core_impl final : public detail::router_core {
     for (auto& r : goodbye_requests_) {
       if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
     }
-    MPI_Comm_free(&comm_);
+    if (barrier_open) {
+      comm_ = MPI_COMM_NULL;  // (kept for the late barrier: a communicator, not freed, until MPI_Finalize)
+    } else {
+      MPI_Comm_free(&comm_);
+    }
     return stop_result_;
   }
 

@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <memory>
@@ -18,6 +19,17 @@
 namespace atomr::cluster::detail {
 
 using clock = std::chrono::steady_clock;
+
+// A long submit_all call of small all_reduces, planned whole by its caller before it makes the
+// requests (world::submit_all): how they go in packed batches. Its first request carries it,
+// and the rank offers it in one exchange with the other ranks, so that every later part of the
+// call is issued as it comes, with no exchange of its own (docs/benchmarks.md, twenty-eighth
+// session).
+struct call_plan {
+  static constexpr std::size_t k_most = 1024;   // requests one plan covers (an exchange's most)
+  std::uint32_t length = 0;                     // requests of the call it covers, from its first
+  std::array<std::uint8_t, k_most / 8> cuts{};  // bit i: request i starts a batch
+};
 
 // One accepted collective, from submission until its future resolves.
 struct coll_request {
@@ -50,6 +62,8 @@ struct coll_request {
   // groups are the same everywhere without asking the other ranks.
   std::uint64_t together = 0;
   bool ends_call = false;  // the last request of its submit_all call
+  // The first request of a submit_all call planned whole (see call_plan); null otherwise.
+  std::unique_ptr<call_plan> plan;
   // ready() found every write it depends on enqueued, with nothing to wait for: that cannot change
   // (later writes come after it), so issuing it needs no second look.
   mutable bool no_waits = false;

@@ -235,6 +235,10 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
     }
   } released_on_exit{nested};
   if (specs.size() > k_part) used.reset(specs.size());
+  // Its first requests planned whole where they are small all_reduces that pack: the plan is
+  // offered with the first part, and the later parts need no exchange (see plan_call).
+  auto plan = plan_call(specs, used);
+  const std::size_t planned = plan ? plan->length : 0;
   const std::uint64_t together = specs.size() > 1 ? engine_->together_id() : 0;
   std::vector<std::optional<future<void>>> out(specs.size());
   std::vector<std::unique_ptr<detail::coll_request>> part;
@@ -248,13 +252,21 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
   };
   for (std::size_t i = 0; i < specs.size(); ++i) {
     auto r = make_request(std::move(specs[i]));
+    if (!r && i < planned) {
+      // plan_call checked it: a buffer was freed or rebuilt meanwhile, by another thread. The
+      // other ranks' batches would wait for this request; fail the world instead, naming it.
+      engine_->fail_from_outside(r.error_value().with_context(
+          "submit_all: request " + std::to_string(i) + " of " + std::to_string(specs.size()) +
+          " was refused after its packing plan was offered to the other ranks"));
+    }
     if (!r) {
       promise<void> p;
       out[i] = p.get_future();
       p.set_error(r.error_value());
       continue;
     }
-    if (in_parts && specs.size() > k_part) {
+    if (i == 0 && plan) (*r)->plan = std::move(plan);
+    if (in_parts && specs.size() > k_part && i >= planned) {  // (the plan's were checked by plan_call)
       in_parts = engine_->packs(**r);
       for (const auto& b : (*r)->spec.recv) in_parts = used.insert(b.get()) && in_parts;
       for (const auto& b : (*r)->spec.send) {
@@ -278,18 +290,37 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
 }
 
 result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& moved) const {
-  auto refuse = [](error e) { return e; };
   auto r = std::make_unique<detail::coll_request>(std::move(moved));
   auto& spec = r->spec;
+  // Which buffers this kind uses.
+  const auto kind = spec.kind;
+  if (kind == coll_kind::recv || kind == coll_kind::barrier) spec.send.clear();
+  if (kind == coll_kind::send || kind == coll_kind::barrier) spec.recv.clear();
+  ATOMR_ASSIGN_OR_RETURN(r->count, checked_count(spec));
+  // Hazards: the request waits for earlier writes to everything it touches, and is one write
+  // to its recv buffers.
+  // (A handful of buffers: a linear search beats a set here, on every request.)
+  auto written = [&](const buffer_block* b) {
+    return std::any_of(r->writes.begin(), r->writes.end(), [&](const auto& t) { return t.block == b; });
+  };
+  r->writes.reserve(spec.recv.size());
+  for (const auto& b : spec.recv) {
+    if (!written(b.get())) r->writes.push_back({b.get(), b->request_write()});
+  }
+  for (const auto& b : spec.send) {
+    if (!written(b.get())) r->reads.push_back({b.get(), b->writes_requested()});
+  }
+  return r;
+}
+
+result<std::size_t> world::checked_count(const coll_spec& spec) const {
+  auto refuse = [](error e) { return e; };
   const auto n = static_cast<std::size_t>(size());
   const auto members = engine_->members().size();
   const auto& p = spec.params;
   const auto kind = spec.kind;
-  // Which buffers this kind uses.
   const bool uses_send = kind != coll_kind::recv && kind != coll_kind::barrier;
   const bool uses_recv = kind != coll_kind::send && kind != coll_kind::barrier;
-  if (!uses_send) spec.send.clear();
-  if (!uses_recv) spec.recv.clear();
   if ((uses_send && spec.send.size() != members) || (uses_recv && spec.recv.size() != members)) {
     return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": this world has " +
                                                     std::to_string(members) +
@@ -301,6 +332,7 @@ result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& mo
     return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + ": rank " + std::to_string(p.root) +
                                                     " is not in this world of " + std::to_string(n)));
   }
+  std::size_t counted = 0;
   for (std::size_t m = 0; m < members; ++m) {
     const auto& device_state = engine_->members()[m].state();
     for (const auto* list : {&spec.send, &spec.recv}) {
@@ -378,26 +410,13 @@ result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& mo
     if (count == 0) {
       return refuse(error(errc::invalid_argument, std::string(to_string(kind)) + " of 0 elements"));
     }
-    if (m > 0 && count != r->count) {
+    if (m > 0 && count != counted) {
       return refuse(error(errc::invalid_argument,
                           std::string(to_string(kind)) + ": the local devices' buffers give different counts"));
     }
-    r->count = count;
+    counted = count;
   }
-  // Hazards: the request waits for earlier writes to everything it touches, and is one write
-  // to its recv buffers.
-  // (A handful of buffers: a linear search beats a set here, on every request.)
-  auto written = [&](const buffer_block* b) {
-    return std::any_of(r->writes.begin(), r->writes.end(), [&](const auto& t) { return t.block == b; });
-  };
-  r->writes.reserve(spec.recv.size());
-  for (const auto& b : spec.recv) {
-    if (!written(b.get())) r->writes.push_back({b.get(), b->request_write()});
-  }
-  for (const auto& b : spec.send) {
-    if (!written(b.get())) r->reads.push_back({b.get(), b->writes_requested()});
-  }
-  return r;
+  return counted;
 }
 
 }  // namespace atomr::cluster

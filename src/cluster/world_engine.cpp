@@ -41,6 +41,7 @@ static_assert(sizeof(signature) == 32);
 // of requests that cannot pack (one buffer used again and again) costs one exchange per queue,
 // not one per request.
 constexpr std::size_t k_plan_most = 1024;
+static_assert(k_plan_most == detail::call_plan::k_most);
 
 // Requests in flight from which a small all_reduce waits to be packed with later ones rather
 // than being issued alone (see start_issue).
@@ -167,6 +168,7 @@ struct world_engine::exchange {
   // the graph votes use.
   std::unique_ptr<detail::host_allreduce> reduction;
   bool finished = false;
+  std::uint64_t call = 0;  // this rank offered the plan of this submit_all call (call_plan)
 };
 
 namespace {
@@ -773,10 +775,7 @@ bool world_engine::ready(const coll_request& r, detail::member_waits& waits, con
   return true;
 }
 
-bool world_engine::packable(const coll_request& r) const {
-  return r.spec.kind == coll_kind::all_reduce && options_.pack_limit > 0 && r.bytes() <= options_.pack_limit &&
-         backend_->members() == 1;
-}
+bool world_engine::packable(const coll_request& r) const { return packs_shape(r.spec.kind, r.bytes()); }
 
 namespace {
 bool is_p2p(const detail::coll_request& r) { return r.spec.kind == coll_kind::send || r.spec.kind == coll_kind::recv; }
@@ -853,6 +852,8 @@ std::size_t world_engine::plan_offer(std::uint8_t* cuts) const {
     if (n + k_prefetch_ahead < ahead) queue_[n + k_prefetch_ahead]->prefetch();
     if (n + k_prefetch_ahead / 2 < ahead) queue_[n + k_prefetch_ahead / 2]->prefetch_buffers();
     if (n == most || !packable(*r)) break;
+    // A call planned whole is offered in an exchange of its own (see start_issue).
+    if (n > 0 && r->plan && !options_.check) break;
     // (The buffers first: back to back on one buffer every request conflicts with the one before,
     // and that look takes no lock, where ready() takes one per buffer.)
     bool cut = first == nullptr || r->spec.type != first->spec.type || r->spec.params.op != first->spec.params.op ||
@@ -996,10 +997,7 @@ bool world_engine::start_issue() {
   auto& head = *queue_.front();
   if (!ready(head, scratch_waits_)) return false;
   head.stamp(trace_stage::inputs);
-  if (!planned_.empty()) {
-    issue_planned();
-    return true;
-  }
+  if (!planned_.empty()) return issue_planned();
   // A small all_reduce issued behind others only waits on the device: while the pipeline is
   // that deep, let more of them queue up, to be packed together (the packing window). A lone
   // request is issued at once, and the requests in flight complete without the queued ones
@@ -1031,7 +1029,7 @@ bool world_engine::start_issue() {
   // A whole part of a submit_all call (see world::submit_all) goes at once, too: the caller is
   // still making the next one, and a part held back to grow was agreed on and issued only after
   // the call's last part came, all on the time after the call returned.
-  if (packable(head) && in_flight_.size() >= k_pack_window_depth &&
+  if (packable(head) && !head.plan && in_flight_.size() >= k_pack_window_depth &&
       (head.together == 0 || (head.together != queued_call_end_ && queue_.size() < k_submit_part)) && !head_is_cut()) {
     return false;
   }
@@ -1066,7 +1064,15 @@ bool world_engine::start_issue() {
   s.kind = static_cast<std::uint8_t>(head.spec.kind);
   s.type = static_cast<std::uint8_t>(head.spec.type);
   s.op = static_cast<std::uint8_t>(head.spec.params.op);
-  s.offered = packable(head) ? static_cast<std::int32_t>(plan_offer(exchange_->mine.cuts)) : 1;
+  if (packable(head) && head.plan && !options_.check) {
+    // The head of a call planned whole: the offer is the caller's plan, most of it for requests
+    // not handed over yet. Agreed, it lets every part of the call be issued as it comes.
+    s.offered = static_cast<std::int32_t>(std::min<std::size_t>(head.plan->length, k_plan_most));
+    std::copy(head.plan->cuts.begin(), head.plan->cuts.end(), exchange_->mine.cuts);
+    exchange_->call = head.together;
+  } else {
+    s.offered = packable(head) ? static_cast<std::int32_t>(plan_offer(exchange_->mine.cuts)) : 1;
+  }
   s.offered_most = s.offered;
   if (control_size_ == 1) {
     // Nobody to agree with.
@@ -1113,12 +1119,30 @@ bool world_engine::post_exchange(exchange& ex, const coll_request* head) {
   return true;
 }
 
-// Issues the next batch of the agreed plan.
-void world_engine::issue_planned() {
+// Issues the next batch of the agreed plan (the head is ready). False where the plan is a
+// call's, planned whole, and the batch waits for requests to be handed over or to be ready.
+bool world_engine::issue_planned() {
   std::size_t n = 1;
   while (n < planned_.size() && planned_[n] == 0) ++n;
+  if (planned_call_ != 0) {
+    if (queue_.size() < n) return false;
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto& r = *queue_[i];
+      if (r.together != planned_call_ || !packable(r)) {
+        fail_world(error(errc::invalid_argument,
+                         "request #" + std::to_string(r.seq) + " (" + r.describe() +
+                             ") came between the parts of a submit_all call whose packing the ranks had agreed on: " +
+                             "submit to a world from one thread at a time, in the same order on every rank"),
+                   &r);
+        return true;
+      }
+      if (i > 0 && !ready(r, scratch_waits_)) return false;
+    }
+  }
   planned_.erase(planned_.begin(), planned_.begin() + static_cast<std::ptrdiff_t>(n));
+  if (planned_.empty()) planned_call_ = 0;
   issue_batch(n);
+  return true;
 }
 
 void world_engine::finish_exchange() {
@@ -1149,7 +1173,8 @@ void world_engine::finish_exchange() {
     cut = cut || bit(ex->merged.cuts, i);
     planned_.push_back(cut ? 1 : 0);
   }
-  issue_planned();
+  planned_call_ = ex->call;
+  (void)issue_planned();
 }
 
 void world_engine::issue_batch(std::size_t n) {
@@ -1319,7 +1344,7 @@ void world_engine::publish_writes(coll_request& r, const std::vector<std::shared
 }
 
 bool world_engine::busy_for_callers() const {
-  return exchange_ || graph_vote_ || !queue_.empty() || in_flight_.size() >= k_pack_window_depth;
+  return exchange_ || graph_vote_ || !queue_.empty() || !planned_.empty() || in_flight_.size() >= k_pack_window_depth;
 }
 
 void world_engine::complete_finished(bool by_caller, bool poll_idle) {
@@ -1595,6 +1620,7 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
   lone_run_ = 0;
   window_end_ = 0;
   planned_.clear();
+  planned_call_ = 0;
   unsealed_.clear();  // (their writes are published below, with the failure)
   unsealed_writes_.clear();
   // What finished before the failure finished with success (the done mark says so already).

@@ -51,6 +51,11 @@ class world_engine {
   static constexpr std::size_t k_submit_part = 128;
   // Whether `r` is a small all_reduce this world packs with others.
   bool packs(const detail::coll_request& r) const { return packable(r); }
+  // Whether an all_reduce of `bytes` would pack (a call's plan is made before its requests).
+  bool packs_shape(coll_kind k, std::size_t bytes) const {
+    return k == coll_kind::all_reduce && options_.pack_limit > 0 && bytes <= options_.pack_limit &&
+           backend_->members() == 1;
+  }
   world::stats_snapshot stats() const;
   // Runs `f` on the progress thread once everything submitted before has finished.
   result<void> when_idle(std::function<result<void>()> f);
@@ -88,7 +93,7 @@ class world_engine {
   bool start_issue();
   // Packing plans: one exchange agrees how up to `k_plan_most` queued all_reduces are batched.
   std::size_t plan_offer(std::uint8_t* cuts) const;
-  void issue_planned();
+  bool issue_planned();
   void finish_exchange();
   void issue_batch(std::size_t n);
   // by_caller: an assisting caller, not the progress thread (counted in stats().assisted).
@@ -221,7 +226,8 @@ class world_engine {
   void free_retired(bool all);
   // Requests queued or in flight, or an exchange under way (under issue_mutex_).
   bool has_open() const {
-    return !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty() || graph_vote_;
+    return !queue_.empty() || !in_flight_.empty() || exchange_ || !background_.empty() || graph_vote_ ||
+           !planned_.empty();
   }
   // Work for the progress thread: anything open, or futures to fulfil.
   bool has_work() const { return has_open() || !resolving_.empty(); }
@@ -399,6 +405,9 @@ class world_engine {
   bool post_exchange(exchange& ex, const detail::coll_request* head);
   // The agreed plan for the requests at the head of queue_: 1 where a request starts a batch.
   std::deque<std::uint8_t> planned_;
+  // The submit_all call whose plan, offered whole (detail::call_plan), planned_ holds: its batches
+  // wait for the caller's later parts. 0: planned_ covers queued requests only.
+  std::uint64_t planned_call_ = 0;
   int control_size_ = 1;
   int control_rank_ = 0;
   std::vector<int> world_ranks_;

@@ -603,10 +603,10 @@ TEST_F(Collectives, DirectReductionsMixBuffersInAndOutOfTheSharedArena) {
   }
 }
 
-TEST_F(Collectives, LongSubmitAllCallsAreHandedOverInParts) {
-  // 1000 independent small all_reduces in one call: the progress thread starts on the first 128
-  // while the call makes the rest, so the ranks agree on more than one plan; every request still
-  // packs (each rank's queue holds whole parts, and the plans end where the shortest queue does).
+TEST_F(Collectives, LongSubmitAllCallsArePlannedWholeAndHandedOverInParts) {
+  // 1000 independent small all_reduces in one call: the caller plans them whole (a batch per
+  // part of 128) and offers that plan with the first part, so the ranks agree once; the progress
+  // thread issues each part as it comes while the call makes the rest.
   auto w = make_world();
   ASSERT_TRUE(w);
   constexpr int k = 1000;
@@ -621,10 +621,87 @@ TEST_F(Collectives, LongSubmitAllCallsAreHandedOverInParts) {
   }
   const auto s = w->stats();
   EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k));
-  if (size_ > 1) {
-    EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
-    EXPECT_GE(s.agreements, 2u);
-    EXPECT_LE(s.issues, static_cast<std::uint64_t>(k / 128 + 1));
+  EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.agreements, 1u);
+  EXPECT_EQ(s.issues, static_cast<std::uint64_t>((k + 127) / 128));
+}
+
+TEST_F(Collectives, APlannedCallCutsItsBatchesWhereTheTypeChanges) {
+  // 150 float sums, then 150 int32 maxima, in one call: batches [0, 128), [128, 150) (the type
+  // changes), [150, 256) and [256, 300) (the parts), all in one plan.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 150;
+  const auto floats = counting_buffers(k, 4);
+  std::vector<local::gpu_ref<std::int32_t>> ints;
+  for (int i = 0; i < k; ++i) ints.push_back(buffer(std::vector<std::int32_t>(4, rank_ * 1000 + i)));
+  std::vector<cluster::coll_spec> specs;
+  for (const auto& b : floats) specs.push_back(sum_in_place(b));
+  for (const auto& b : ints) {
+    specs.push_back({coll_kind::all_reduce, local::dtype::i32, {reduce_op::max, 0, 0}, {b.block()}, {b.block()}});
+  }
+  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (int i = 0; i < k; ++i) {
+    ASSERT_EQ(read(floats[static_cast<std::size_t>(i)]), std::vector<float>(4, summed(i, 1))) << "float " << i;
+    ASSERT_EQ(read(ints[static_cast<std::size_t>(i)]), std::vector<std::int32_t>(4, (size_ - 1) * 1000 + i))
+        << "int " << i;
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed, static_cast<std::uint64_t>(2 * k));
+  EXPECT_EQ(s.agreements, 1u);
+  EXPECT_EQ(s.issues, 4u);
+}
+
+TEST_F(Collectives, ACallLongerThanOnePlanGoesOnInParts) {
+  // 1500 in one call: the first 1024 in the call's plan, the rest handed over in parts and agreed
+  // on as usual, every one packed and exact.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 1500;
+  const auto bufs = counting_buffers(k, 2);
+  std::vector<cluster::coll_spec> specs;
+  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (int i = 0; i < k; ++i) {
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(2, summed(i, 1))) << "buffer " << i;
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
+  EXPECT_GE(s.agreements, 2u);
+}
+
+TEST_F(Collectives, RanksThatSplitACallDifferentlyStillAgreeOnThePacking) {
+  // Even ranks make one call of 1000, odd ranks two of 500 (or, in the second round, 300 one by
+  // one and a call of 700): the plans offered differ, the batches must not.
+  for (const bool one_by_one : {false, true}) {
+    SCOPED_TRACE(one_by_one ? "odd ranks: 300 one by one, then 700 in one call" : "odd ranks: two calls of 500");
+    auto w = make_world();
+    ASSERT_TRUE(w);
+    constexpr int k = 1000;
+    const std::size_t split = one_by_one ? 300 : 500;
+    const auto bufs = counting_buffers(k, 8);
+    std::vector<cluster::coll_spec> specs;
+    for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+    std::vector<cluster::future<void>> done;
+    if (rank_ % 2 == 0) {
+      done = w->submit_all(std::move(specs));
+    } else {
+      std::vector<cluster::coll_spec> first(specs.begin(), specs.begin() + static_cast<std::ptrdiff_t>(split));
+      std::vector<cluster::coll_spec> rest(specs.begin() + static_cast<std::ptrdiff_t>(split), specs.end());
+      if (one_by_one) {
+        for (auto& spec : first) done.push_back(w->submit(std::move(spec)));
+      } else {
+        done = w->submit_all(std::move(first));
+      }
+      for (auto& f : w->submit_all(std::move(rest))) done.push_back(std::move(f));
+    }
+    ASSERT_EQ(done.size(), static_cast<std::size_t>(k));
+    for (auto& f : done) ASSERT_TRUE(f.get());
+    for (int i = 0; i < k; ++i) {
+      ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 1))) << "buffer " << i;
+    }
+    EXPECT_EQ(w->stats().requests, static_cast<std::uint64_t>(k));
   }
 }
 

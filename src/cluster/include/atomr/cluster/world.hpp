@@ -40,6 +40,10 @@
 #include "atomr/cluster/collective.hpp"
 #include "atomr/local/device/device.hpp"
 
+namespace atomr {
+class pointer_set;
+}  // namespace atomr
+
 namespace atomr::cluster {
 
 using local::future;
@@ -88,7 +92,8 @@ struct coll_spec {
 class world_engine;
 namespace detail {
 struct coll_request;
-}
+struct call_plan;
+}  // namespace detail
 
 class world {
  public:
@@ -229,6 +234,12 @@ class world {
   result<std::unique_ptr<world>> shrink_backend(MPI_Comm next, const std::vector<int>& left_out,
                                                 std::chrono::steady_clock::time_point deadline);
   result<std::unique_ptr<detail::coll_request>> make_request(coll_spec&& spec) const;
+  // The elements per rank `spec` names, once its buffers and arguments are checked (make_request
+  // trims the lists a kind does not use first).
+  result<std::size_t> checked_count(const coll_spec& spec) const;
+  // A long submit_all call's plan (call_plan.cpp): null where its first part is not small
+  // all_reduces that pack. Marks the planned requests' buffers in `used`.
+  std::unique_ptr<detail::call_plan> plan_call(const std::vector<coll_spec>& specs, pointer_set& used) const;
   template <local::device_element T>
   future<void> one(coll_kind kind, const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv,
                    coll_params params) const {

@@ -1,0 +1,59 @@
+// world::plan_call: a long submit_all call of small all_reduces planned whole, before its
+// requests are made. The rank offers the plan in the exchange at the call's head, so that the
+// call's later parts are issued as their caller hands them over, with no exchange each. With an
+// exchange per part, both ranks' progress threads took turns on every plan (each waited for the
+// other's offer between its own issuing, settling and freeing), and a call of 1000 x 2 KiB
+// all_reduces ended 300-400 us after its caller returned on the two-GPU machine
+// (docs/benchmarks.md, twenty-eighth session).
+#include <algorithm>
+
+#include "atomr/cluster/world.hpp"
+#include "atomr/common/pointer_set.hpp"
+#include "comm_backend.hpp"
+#include "world_engine.hpp"
+
+namespace atomr::cluster {
+
+std::unique_ptr<detail::call_plan> world::plan_call(const std::vector<coll_spec>& specs, pointer_set& used) const {
+  constexpr std::size_t k_part = world_engine::k_submit_part;
+  const auto& options = engine_->options();
+  // (Check mode compares every batch's head across ranks: it keeps an exchange per batch.)
+  if (specs.size() <= k_part || options.check) return nullptr;
+  auto plan = std::make_unique<detail::call_plan>();
+  const std::size_t most = std::min(specs.size(), detail::call_plan::k_most);
+  const coll_spec* first = nullptr;  // of the batch
+  std::size_t batch_bytes = 0;
+  std::size_t n = 0;
+  for (; n < most; ++n) {
+    const auto& s = specs[n];
+    if (s.kind != coll_kind::all_reduce) break;
+    // Every request the plan covers must be made: a refused one would leave the other ranks'
+    // batches waiting for it. (make_request checks it again; a buffer freed in between fails the
+    // world, see submit_all.)
+    const auto count = checked_count(s);
+    if (!count) break;
+    const std::size_t bytes = *count * local::size_of(s.type);
+    if (!engine_->packs_shape(s.kind, bytes)) break;
+    // The requests of one plan touch distinct buffers (a request on a buffer an earlier one uses
+    // cannot pack with it, and waits for it).
+    bool distinct = used.insert(s.recv[0].get());
+    if (s.send[0] != s.recv[0]) distinct = used.insert(s.send[0].get()) && distinct;
+    if (!distinct) break;
+    // A batch per part of the call (handed over as it is made, see submit_all), and wherever the
+    // type or reduction changes or the pack would outgrow its buffer.
+    const bool cut = first == nullptr || n % k_part == 0 || s.type != first->type || s.params.op != first->params.op ||
+                     batch_bytes + bytes > options.pack_capacity;
+    if (cut) {
+      plan->cuts[n / 8] = static_cast<std::uint8_t>(plan->cuts[n / 8] | 1U << (n % 8));
+      first = &s;
+      batch_bytes = 0;
+    }
+    batch_bytes += bytes;
+  }
+  // A call whose first part is all it has of them needs no plan of its own.
+  if (n <= k_part) return nullptr;
+  plan->length = static_cast<std::uint32_t>(n);
+  return plan;
+}
+
+}  // namespace atomr::cluster

@@ -39,10 +39,11 @@ std::unique_ptr<detail::call_plan> world::plan_call(const std::vector<coll_spec>
     bool distinct = used.insert(s.recv[0].get());
     if (s.send[0] != s.recv[0]) distinct = used.insert(s.send[0].get()) && distinct;
     if (!distinct) break;
-    // A batch per part of the call (handed over as it is made, see submit_all), and wherever the
-    // type or reduction changes or the pack would outgrow its buffer.
-    const bool cut = first == nullptr || n % k_part == 0 || s.type != first->type || s.params.op != first->params.op ||
-                     batch_bytes + bytes > options.pack_capacity;
+    // A batch per options.call_batch requests (whole parts of the call, as it hands them over
+    // while it makes the rest: see submit_all), and wherever the type or reduction changes or the
+    // pack would outgrow its buffer.
+    const bool cut = first == nullptr || n % options.call_batch == 0 || s.type != first->type ||
+                     s.params.op != first->params.op || batch_bytes + bytes > options.pack_capacity;
     if (cut) {
       plan->cuts[n / 8] = static_cast<std::uint8_t>(plan->cuts[n / 8] | 1U << (n % 8));
       first = &s;

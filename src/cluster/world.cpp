@@ -61,6 +61,9 @@ result<world_options> world_options::from_environment() {
   ATOMR_ASSIGN_OR_RETURN(const auto seal, tunable_int(tunables::coll_seal_bytes));
   if (seal < 0) return error(errc::invalid_argument, "ATOMR_COLL_SEAL_BYTES must not be negative");
   o.seal_bytes = static_cast<std::size_t>(seal);
+  ATOMR_ASSIGN_OR_RETURN(const auto call_batch, tunable_int(tunables::coll_call_batch));
+  if (call_batch < 1) return error(errc::invalid_argument, "ATOMR_COLL_CALL_BATCH must be at least 1");
+  o.call_batch = static_cast<std::size_t>(call_batch);
   return o;
 }
 

@@ -605,8 +605,9 @@ TEST_F(Collectives, DirectReductionsMixBuffersInAndOutOfTheSharedArena) {
 
 TEST_F(Collectives, LongSubmitAllCallsArePlannedWholeAndHandedOverInParts) {
   // 1000 independent small all_reduces in one call: the caller plans them whole (a batch per
-  // part of 128) and offers that plan with the first part, so the ranks agree once; the progress
-  // thread issues each part as it comes while the call makes the rest.
+  // ATOMR_COLL_CALL_BATCH requests, 256) and offers that plan with the first part, so the ranks
+  // agree once; the progress thread issues each batch as its parts come while the call makes the
+  // rest.
   auto w = make_world();
   ASSERT_TRUE(w);
   constexpr int k = 1000;
@@ -623,12 +624,14 @@ TEST_F(Collectives, LongSubmitAllCallsArePlannedWholeAndHandedOverInParts) {
   EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k));
   EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
   EXPECT_EQ(s.agreements, 1u);
-  EXPECT_EQ(s.issues, static_cast<std::uint64_t>((k + 127) / 128));
+  const std::size_t batch = w->options().call_batch;
+  EXPECT_EQ(s.issues, (k + batch - 1) / batch);
 }
 
 TEST_F(Collectives, APlannedCallCutsItsBatchesWhereTheTypeChanges) {
-  // 150 float sums, then 150 int32 maxima, in one call: batches [0, 128), [128, 150) (the type
-  // changes), [150, 256) and [256, 300) (the parts), all in one plan.
+  // 150 float sums, then 150 int32 maxima, in one call: a batch starts where the type changes
+  // (150) and every ATOMR_COLL_CALL_BATCH requests (256 by default: [0, 150), [150, 256),
+  // [256, 300)), all in one plan.
   auto w = make_world();
   ASSERT_TRUE(w);
   constexpr int k = 150;
@@ -649,7 +652,32 @@ TEST_F(Collectives, APlannedCallCutsItsBatchesWhereTheTypeChanges) {
   const auto s = w->stats();
   EXPECT_EQ(s.packed, static_cast<std::uint64_t>(2 * k));
   EXPECT_EQ(s.agreements, 1u);
-  EXPECT_EQ(s.issues, 4u);
+  const std::size_t batch = w->options().call_batch;
+  std::size_t batches = 2;  // at 0 and 150
+  for (std::size_t at = batch; at < 2 * k; at += batch) batches += at == k ? 0 : 1;
+  EXPECT_EQ(s.issues, batches);
+}
+
+TEST_F(Collectives, RanksWithDifferentCallBatchesStillAgreeOnThePlan) {
+  // ATOMR_COLL_CALL_BATCH set unlike on the ranks (100 on odd ranks, 256 on even ones): the plan
+  // starts a batch wherever any rank's would, so every rank issues the same batches.
+  cluster::world_options o;
+  o.call_batch = rank_ % 2 == 1 ? 100 : 256;
+  auto w = make_world(o);
+  ASSERT_TRUE(w);
+  constexpr int k = 600;
+  const auto bufs = counting_buffers(k, 4);
+  std::vector<cluster::coll_spec> specs;
+  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (int i = 0; i < k; ++i) {
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(4, summed(i, 1))) << "buffer " << i;
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.agreements, 1u);
+  // Batches at 0, 100, 200, 256, 300, 400, 500, 512 with an odd rank; 0, 256, 512 alone.
+  EXPECT_EQ(s.issues, size_ > 1 ? 8u : 3u);
 }
 
 TEST_F(Collectives, ACallLongerThanOnePlanGoesOnInParts) {

@@ -65,6 +65,9 @@ struct world_options {
   std::size_t pack_limit = 64 * 1024;    // ATOMR_COLL_PACK_BYTES
   std::size_t seal_bytes = 1 << 20;      // ATOMR_COLL_SEAL_BYTES
   std::size_t pack_capacity = 16 << 20;  // at most this many bytes in one packed all_reduce
+  // A long submit_all call of small all_reduces is planned whole (one exchange) in packed batches
+  // of this many requests. ATOMR_COLL_CALL_BATCH.
+  std::size_t call_batch = 256;
 
   // The defaults, with the ATOMR_COLL_* variables applied (a malformed one is an error).
   static result<world_options> from_environment();

@@ -39,6 +39,11 @@ inline constexpr tunable coll_seal_bytes{"coll_seal_bytes", "ATOMR_COLL_SEAL_BYT
                                          "NCCL: collectives of at least this many bytes per rank get a completion "
                                          "event each; smaller ones issued in a row share one"};
 
+inline constexpr tunable coll_call_batch{
+    "coll_call_batch", "ATOMR_COLL_CALL_BATCH", "256",
+    "a long submit_all call of small all_reduces, planned whole: requests per packed batch (best a multiple of 128, "
+    "the parts the call is handed over in)"};
+
 inline constexpr tunable host_rd_bytes{
     "host_rd_bytes", "ATOMR_HOST_RD_BYTES", "65536",
     "host backend: all_reduces (and packs) up to this size go by point-to-point recursive doubling; 0: MPI_Iallreduce"};
@@ -134,6 +139,7 @@ inline constexpr std::array k_all{&log,
                                   &coll_check,
                                   &coll_pack_bytes,
                                   &coll_seal_bytes,
+                                  &coll_call_batch,
                                   &nccl_blocking,
                                   &trace,
                                   &trace_requests,

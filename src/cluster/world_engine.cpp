@@ -406,10 +406,11 @@ void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point dea
   r->together = together;
   if (request_trace::get().on()) {
     r->traced = true;
-    r->trace.seq = r->seq;
-    r->trace.bytes = r->bytes();
-    r->trace.kind = r->spec.kind;
-    r->trace.caller_thread = this_thread_id();
+    r->trace = std::make_unique<traced_request>();
+    r->trace->seq = r->seq;
+    r->trace->bytes = r->bytes();
+    r->trace->kind = r->spec.kind;
+    r->trace->caller_thread = this_thread_id();
     r->stamp(trace_stage::submitted);
   }
   if (accept_direct_) {
@@ -1125,6 +1126,10 @@ bool world_engine::issue_planned() {
   std::size_t n = 1;
   while (n < planned_.size() && planned_[n] == 0) ++n;
   if (planned_call_ != 0) {
+    // (Parts handed over while this thread issued the ones before are taken at once, not after
+    // its turn's looks at completions, settling and freeing: 200-500 us later in call 1's
+    // timeline, docs/benchmarks.md, twenty-eighth session.)
+    if (queue_.size() < n) take_inbox();
     if (queue_.size() < n) return false;
     for (std::size_t i = 0; i < n; ++i) {
       const auto& r = *queue_[i];
@@ -1208,17 +1213,20 @@ void world_engine::issue_batch(std::size_t n) {
     const auto now = coll_request::trace_now();
     const auto thread = this_thread_id();
     for (auto& r : batch) {
+      if (!r->traced) continue;  // (tracing went on while it waited)
       r->stamp_at(trace_stage::inputs, now);
       r->stamp_at(trace_stage::agreed, now);
-      r->trace.batch = static_cast<std::uint32_t>(batch.size());
-      r->trace.progress_thread = thread;
+      r->trace->batch = static_cast<std::uint32_t>(batch.size());
+      r->trace->progress_thread = thread;
     }
   }
   result<void> issued = ok();
   if (graph_decided_) {
     const auto d = *graph_decided_;
     graph_decided_.reset();
-    for (auto& r : batch) r->trace.graph = static_cast<std::int8_t>(d.step);
+    for (auto& r : batch) {
+      if (r->traced) r->trace->graph = static_cast<std::int8_t>(d.step);
+    }
     if (d.chain > 1) {
       auto& raw = scratch_raw_;
       raw.clear();
@@ -1385,21 +1393,21 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
     }
     if (!*finished) {
       if (auto& r = *in_flight_[n]; r.traced) {
-        ++r.trace.looks;
-        r.trace.last_look_ns = clock::now().time_since_epoch().count();
+        ++r.trace->looks;
+        r.trace->last_look_ns = clock::now().time_since_epoch().count();
         const auto switches = this_thread_switches();
-        r.trace.last_look_thread = this_thread_id();
-        r.trace.last_look_switches[0] = switches[0];
-        r.trace.last_look_switches[1] = switches[1];
+        r.trace->last_look_thread = this_thread_id();
+        r.trace->last_look_switches[0] = switches[0];
+        r.trace->last_look_switches[1] = switches[1];
       }
       break;
     }
     if (auto& r = *in_flight_[n]; r.traced) {
-      r.trace.done_look_ns = look_began;
-      if (r.trace.last_look_thread == this_thread_id()) {
+      r.trace->done_look_ns = look_began;
+      if (r.trace->last_look_thread == this_thread_id()) {
         const auto switches = this_thread_switches();
-        r.trace.voluntary_switches = static_cast<std::int32_t>(switches[0] - r.trace.last_look_switches[0]);
-        r.trace.involuntary_switches = static_cast<std::int32_t>(switches[1] - r.trace.last_look_switches[1]);
+        r.trace->voluntary_switches = static_cast<std::int32_t>(switches[0] - r.trace->last_look_switches[0]);
+        r.trace->involuntary_switches = static_cast<std::int32_t>(switches[1] - r.trace->last_look_switches[1]);
       }
     }
     if (is_alone) ++alone;
@@ -1420,7 +1428,7 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
     if (r.traced) {
       if (done_ns == 0) done_ns = coll_request::trace_now();
       r.stamp_at(trace_stage::done, done_ns);
-      r.trace.done_thread = this_thread_id();
+      r.trace->done_thread = this_thread_id();
     }
     marked = marked || r.together != 0;
   }
@@ -1436,7 +1444,7 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
       if (r.traced) {
         slow_spans_.note(slow_phase::fulfil, clock::now() - fulfil_began);
         r.stamp(trace_stage::resolved);
-        request_trace::get().add(r.trace);
+        request_trace::get().add(*r.trace);
       }
       retired_.push_back(std::move(in_flight_.front()));
     }
@@ -1456,7 +1464,7 @@ void world_engine::resolve_finished(std::size_t most) {
     r.done.settle();
     if (r.traced) {
       r.stamp(trace_stage::resolved);
-      request_trace::get().add(r.trace);
+      request_trace::get().add(*r.trace);
     }
     retired_.push_back(std::move(resolving_.front()));
     resolving_.pop_front();

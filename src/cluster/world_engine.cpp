@@ -693,8 +693,9 @@ void world_engine::run() {
     issue_released();
     check_health();
     span(slow_phase::health);
-    // (All at once where nothing else is open: the next call's requests need not find a backlog.)
-    resolve_finished(has_open() ? k_resolve_chunk : resolving_.size());
+    // (All at once where nothing else is open: the next call's requests need not find a backlog.
+    // A few while a call planned whole is coming in: its next part waits for this turn's end.)
+    resolve_finished(!planned_.empty() ? k_caller_resolves : has_open() ? k_resolve_chunk : resolving_.size());
     free_retired(false);
     span(slow_phase::resolve_free);
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
@@ -990,6 +991,8 @@ void world_engine::issue_ready(bool seal_now) {
       finish_exchange();
       continue;
     }
+    // (A call planned whole: its next part may have come while this thread issued the last.)
+    if (queue_.empty() && !planned_.empty()) take_inbox();
     if (queue_.empty() || !start_issue()) return;
   }
 }

@@ -14,7 +14,8 @@
 
 namespace atomr::cluster {
 
-std::unique_ptr<detail::call_plan> world::plan_call(const std::vector<coll_spec>& specs, pointer_set& used) const {
+std::unique_ptr<detail::call_plan> world::plan_call(const std::vector<coll_spec>& specs, pointer_set& used,
+                                                    std::vector<std::size_t>& counts) const {
   constexpr std::size_t k_part = world_engine::k_submit_part;
   const auto& options = engine_->options();
   // (Check mode compares every batch's head across ranks: it keeps an exchange per batch.)
@@ -28,10 +29,11 @@ std::unique_ptr<detail::call_plan> world::plan_call(const std::vector<coll_spec>
     const auto& s = specs[n];
     if (s.kind != coll_kind::all_reduce) break;
     // Every request the plan covers must be made: a refused one would leave the other ranks'
-    // batches waiting for it. (make_request checks it again; a buffer freed in between fails the
-    // world, see submit_all.)
+    // batches waiting for it. (make_request takes the count found here rather than check again:
+    // the spec holds its buffers, and nothing else changes in between.)
     const auto count = checked_count(s);
     if (!count) break;
+    counts.push_back(*count);
     const std::size_t bytes = *count * local::size_of(s.type);
     if (!engine_->packs_shape(s.kind, bytes)) break;
     // The requests of one plan touch distinct buffers (a request on a buffer an earlier one uses
@@ -52,7 +54,10 @@ std::unique_ptr<detail::call_plan> world::plan_call(const std::vector<coll_spec>
     batch_bytes += bytes;
   }
   // A call whose first part is all it has of them needs no plan of its own.
-  if (n <= k_part) return nullptr;
+  if (n <= k_part) {
+    counts.clear();
+    return nullptr;
+  }
   plan->length = static_cast<std::uint32_t>(n);
   return plan;
 }

@@ -240,7 +240,8 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
   if (specs.size() > k_part) used.reset(specs.size());
   // Its first requests planned whole where they are small all_reduces that pack: the plan is
   // offered with the first part, and the later parts need no exchange (see plan_call).
-  auto plan = plan_call(specs, used);
+  std::vector<std::size_t> counts;
+  auto plan = plan_call(specs, used, counts);
   const std::size_t planned = plan ? plan->length : 0;
   const std::uint64_t together = specs.size() > 1 ? engine_->together_id() : 0;
   std::vector<std::optional<future<void>>> out(specs.size());
@@ -254,14 +255,7 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
     at.clear();
   };
   for (std::size_t i = 0; i < specs.size(); ++i) {
-    auto r = make_request(std::move(specs[i]));
-    if (!r && i < planned) {
-      // plan_call checked it: a buffer was freed or rebuilt meanwhile, by another thread. The
-      // other ranks' batches would wait for this request; fail the world instead, naming it.
-      engine_->fail_from_outside(r.error_value().with_context(
-          "submit_all: request " + std::to_string(i) + " of " + std::to_string(specs.size()) +
-          " was refused after its packing plan was offered to the other ranks"));
-    }
+    auto r = make_request(std::move(specs[i]), i < planned ? counts[i] : 0);
     if (!r) {
       promise<void> p;
       out[i] = p.get_future();
@@ -292,14 +286,18 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
   return done;
 }
 
-result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& moved) const {
+result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& moved, std::size_t checked) const {
   auto r = std::make_unique<detail::coll_request>(std::move(moved));
   auto& spec = r->spec;
   // Which buffers this kind uses.
   const auto kind = spec.kind;
   if (kind == coll_kind::recv || kind == coll_kind::barrier) spec.send.clear();
   if (kind == coll_kind::send || kind == coll_kind::barrier) spec.recv.clear();
-  ATOMR_ASSIGN_OR_RETURN(r->count, checked_count(spec));
+  if (checked != 0) {
+    r->count = checked;
+  } else {
+    ATOMR_ASSIGN_OR_RETURN(r->count, checked_count(spec));
+  }
   // Hazards: the request waits for earlier writes to everything it touches, and is one write
   // to its recv buffers.
   // (A handful of buffers: a linear search beats a set here, on every request.)

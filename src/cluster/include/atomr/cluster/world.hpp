@@ -236,13 +236,15 @@ class world {
   explicit world(std::shared_ptr<world_engine> engine);
   result<std::unique_ptr<world>> shrink_backend(MPI_Comm next, const std::vector<int>& left_out,
                                                 std::chrono::steady_clock::time_point deadline);
-  result<std::unique_ptr<detail::coll_request>> make_request(coll_spec&& spec) const;
+  // `checked`: the count checked_count gave for this spec a moment ago (a planned call's), or 0.
+  result<std::unique_ptr<detail::coll_request>> make_request(coll_spec&& spec, std::size_t checked = 0) const;
   // The elements per rank `spec` names, once its buffers and arguments are checked (make_request
   // trims the lists a kind does not use first).
   result<std::size_t> checked_count(const coll_spec& spec) const;
   // A long submit_all call's plan (call_plan.cpp): null where its first part is not small
-  // all_reduces that pack. Marks the planned requests' buffers in `used`.
-  std::unique_ptr<detail::call_plan> plan_call(const std::vector<coll_spec>& specs, pointer_set& used) const;
+  // all_reduces that pack. Marks the planned requests' buffers in `used` and gives their counts.
+  std::unique_ptr<detail::call_plan> plan_call(const std::vector<coll_spec>& specs, pointer_set& used,
+                                               std::vector<std::size_t>& counts) const;
   template <local::device_element T>
   future<void> one(coll_kind kind, const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv,
                    coll_params params) const {

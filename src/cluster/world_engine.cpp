@@ -306,7 +306,6 @@ world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backen
         "GPU interrupts go to cpus {}; the world's threads keep off them (the creating thread: {})",
         fmt::join(irq_cpus_, ","), taken.empty() ? "none" : fmt::format("{}", fmt::join(taken, ",")));
   }
-  if (detail::request_reaper::wanted()) reaper_ = std::make_unique<detail::request_reaper>(irq_cpus_);
   thread_ = std::thread([this] {
     (void)local::avoid_cpus(irq_cpus_);
     run();
@@ -1497,12 +1496,6 @@ void world_engine::free_retired(bool all) {
                                                                                    : k_free_chunk;
   const std::size_t over = retired_.size() > k_retired_most ? retired_.size() - k_retired_most : 0;
   const std::size_t most = std::min(retired_.size(), std::max(policy, over));
-  if (reaper_) {
-    // All of them, to the reaper: this thread only lets go of their backend state (the backends'
-    // pools are its own), a reference shared by a batch's requests.
-    for (auto& r : retired_) r->state.reset();
-    return reaper_->take(retired_, retired_.size());
-  }
   for (std::size_t i = 0; i < most; ++i) retired_.pop_front();
 }
 

@@ -16,7 +16,6 @@
 #include "atomr/cluster/request_trace.hpp"
 #include "comm_backend.hpp"
 #include "host_allreduce.hpp"
-#include "request_reaper.hpp"
 #include "wait_assist.hpp"
 
 namespace atomr::cluster {
@@ -189,9 +188,6 @@ class world_engine {
   // batch's references) took the progress thread 80-100 us, during which the next batch's plan
   // waited. They are freed a few at a time between turns (see free_retired).
   std::deque<std::unique_ptr<detail::coll_request>> retired_;
-  // Frees retired requests on a thread of its own, where the rank has CPUs to spare (see
-  // request_reaper); null: the progress thread frees them, a chunk a turn.
-  std::unique_ptr<detail::request_reaper> reaper_;
   // Finished requests of submit_all calls whose futures are not settled yet. Requests finish in
   // order, so one store of the last finished sequence number (the done mark, which the futures
   // of submit_all calls read: promise::set_done_mark) tells all their waiters at once; settling

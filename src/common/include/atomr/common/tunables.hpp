@@ -44,11 +44,6 @@ inline constexpr tunable coll_call_batch{
     "a long submit_all call of small all_reduces, planned whole: requests per packed batch (best a multiple of 128, "
     "the parts the call is handed over in)"};
 
-inline constexpr tunable coll_free_thread{
-    "coll_free_thread", "ATOMR_COLL_FREE_THREAD", "auto",
-    "finished collective requests are freed on a thread of the world's own, not its progress thread: 1, 0, auto "
-    "(where a rank has 8 or more CPUs)"};
-
 inline constexpr tunable host_rd_bytes{
     "host_rd_bytes", "ATOMR_HOST_RD_BYTES", "65536",
     "host backend: all_reduces (and packs) up to this size go by point-to-point recursive doubling; 0: MPI_Iallreduce"};
@@ -145,7 +140,6 @@ inline constexpr std::array k_all{&log,
                                   &coll_pack_bytes,
                                   &coll_seal_bytes,
                                   &coll_call_batch,
-                                  &coll_free_thread,
                                   &nccl_blocking,
                                   &trace,
                                   &trace_requests,

@@ -18,9 +18,10 @@
 // ranks agree on a plan for up to 1024 queued all_reduces with one small MPI exchange, so the
 // packing never differs between ranks; requests that cannot be packed (larger ones, other kinds)
 // need no exchange. A submit_all call of more than 128 small all_reduces is planned whole by its
-// caller, and that plan is what the ranks agree on, once for the call. Grouping: the other collectives of one submit_all call (all_reduce, broadcast,
-// reduce, all_gather, reduce_scatter; not touching each other's buffers) go in one NCCL group,
-// one aggregated launch; every rank makes the same call, so no exchange is needed for that.
+// caller, and that plan is what the ranks agree on, once for the call. Grouping: the other
+// collectives of one submit_all call (all_reduce, broadcast, reduce, all_gather, reduce_scatter;
+// not touching each other's buffers) go in one NCCL group, one aggregated launch; every rank
+// makes the same call, so no exchange is needed for that.
 //
 // Watchdog: every request has a deadline. When one passes, or NCCL reports an asynchronous error,
 // the communicator is aborted and every pending request fails with an error naming the

@@ -38,9 +38,7 @@ std::unique_ptr<detail::call_plan> world::plan_call(const std::vector<coll_spec>
     if (!engine_->packs_shape(s.kind, bytes)) break;
     // The requests of one plan touch distinct buffers (a request on a buffer an earlier one uses
     // cannot pack with it, and waits for it).
-    bool distinct = used.insert(s.recv[0].get());
-    if (s.send[0] != s.recv[0]) distinct = used.insert(s.send[0].get()) && distinct;
-    if (!distinct) break;
+    if (!mark_buffers(used, s)) break;
     // A batch per options.call_batch requests (whole parts of the call, as it hands them over
     // while it makes the rest: see submit_all), and wherever the type or reduction changes or the
     // pack would outgrow its buffer.
@@ -60,6 +58,17 @@ std::unique_ptr<detail::call_plan> world::plan_call(const std::vector<coll_spec>
   }
   plan->length = static_cast<std::uint32_t>(n);
   return plan;
+}
+
+bool world::mark_buffers(pointer_set& used, const coll_spec& spec) {
+  bool distinct = true;
+  for (const auto& b : spec.recv) distinct = used.insert(b.get()) && distinct;
+  for (const auto& b : spec.send) {
+    if (std::find(spec.recv.begin(), spec.recv.end(), b) == spec.recv.end()) {
+      distinct = used.insert(b.get()) && distinct;
+    }
+  }
+  return distinct;
 }
 
 }  // namespace atomr::cluster

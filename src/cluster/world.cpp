@@ -264,13 +264,7 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
     }
     if (i == 0 && plan) (*r)->plan = std::move(plan);
     if (in_parts && specs.size() > k_part && i >= planned) {  // (the plan's were checked by plan_call)
-      in_parts = engine_->packs(**r);
-      for (const auto& b : (*r)->spec.recv) in_parts = used.insert(b.get()) && in_parts;
-      for (const auto& b : (*r)->spec.send) {
-        if (std::find((*r)->spec.recv.begin(), (*r)->spec.recv.end(), b) == (*r)->spec.recv.end()) {
-          in_parts = used.insert(b.get()) && in_parts;
-        }
-      }
+      in_parts = mark_buffers(used, (*r)->spec) && engine_->packs(**r);
     }
     part.push_back(std::move(r).value());
     at.push_back(i);

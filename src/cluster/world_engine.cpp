@@ -695,7 +695,7 @@ void world_engine::run() {
     span(slow_phase::health);
     // (All at once where nothing else is open: the next call's requests need not find a backlog.
     // A few while a call planned whole is coming in: its next part waits for this turn's end.)
-    resolve_finished(!planned_.empty() ? k_caller_resolves : has_open() ? k_resolve_chunk : resolving_.size());
+    resolve_finished(!planned_.empty() ? k_planned_resolves : has_open() ? k_resolve_chunk : resolving_.size());
     free_retired(false);
     span(slow_phase::resolve_free);
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),

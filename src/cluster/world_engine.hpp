@@ -216,6 +216,9 @@ class world_engine {
   // Settled at once where a look finished no more than this many (and by a caller that finished
   // them itself); a longer run is settled at the end of the progress thread's turn.
   static constexpr std::size_t k_caller_resolves = 8;
+  // How many finished futures one turn settles while a call planned whole comes in (its next
+  // part waits for the turn's end; the done mark has told their waiters already).
+  static constexpr std::size_t k_planned_resolves = 8;
   // How many requests submitted alone one look fulfils (the rest wait for the next look).
   static constexpr std::size_t k_fulfil_most = 64;
   std::size_t last_finished_ = 0;  // by the last complete_finished

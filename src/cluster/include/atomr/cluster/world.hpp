@@ -247,6 +247,9 @@ class world {
   // all_reduces that pack. Marks the planned requests' buffers in `used` and gives their counts.
   std::unique_ptr<detail::call_plan> plan_call(const std::vector<coll_spec>& specs, pointer_set& used,
                                                std::vector<std::size_t>& counts) const;
+  // Marks the buffers `spec` uses in `used`; false if one of them was marked already (by an
+  // earlier request of the same call).
+  static bool mark_buffers(pointer_set& used, const coll_spec& spec);
   template <local::device_element T>
   future<void> one(coll_kind kind, const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv,
                    coll_params params) const {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "atomr/cluster/device_plan.hpp"
 #include "atomr/cluster/mpi_session.hpp"
@@ -54,6 +55,9 @@ struct settings {
 
 struct timing {
   double us = 0, algbw = 0, busbw = 0;
+  // Each round's time per iteration (mean over ranks): whether a slow cell was slow throughout,
+  // or one round was (a host that stalled a thread for a while).
+  std::vector<double> rounds_us;
   long long wrong = -1;  // -1: not checked; -2: not applicable
 };
 struct row {
@@ -261,6 +265,7 @@ std::string fmt(const char* f, double v) {
 nlohmann::json to_json(const timing& t) {
   nlohmann::json j{{"time_us", t.us}, {"algbw_gbps", t.algbw}, {"busbw_gbps", t.busbw}};
   if (t.wrong >= 0) j["wrong"] = t.wrong;
+  if (!t.rounds_us.empty()) j["rounds_us"] = t.rounds_us;
   return j;
 }
 
@@ -375,7 +380,8 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
       }
     }
     const int rounds = std::clamp(s.rounds, 1, s.iters);
-    double sec[4] = {0, 0, 0, 0};  // oop, ip, raw oop, raw ip
+    double sec[4] = {0, 0, 0, 0};      // oop, ip, raw oop, raw ip
+    std::vector<double> round_sec[4];  // per iteration, each round's
     for (int round = 0; round < rounds; ++round) {
       const int timed_n = s.iters / rounds + (round < s.iters % rounds ? 1 : 0);
       const int warm_n = s.warmup / rounds + (round < s.warmup % rounds ? 1 : 0);
@@ -397,12 +403,14 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
               timed.error_value().with_context(std::string(names[col]) + " at " + std::to_string(r.bytes) + " B"));
         }
         sec[col] += *timed;
+        round_sec[col].push_back(timed_n > 0 ? *timed / timed_n : 0.0);
       }
     }
     timing* cols[4] = {&r.oop, &r.ip, &r.raw_oop, &r.raw_ip};
     for (int col = 0; col < 4; ++col) {
       if ((col % 2) == 1 && no_in_place) continue;
       cols[col]->us = mean_over_ranks(comm, sec[col] / s.iters) * 1e6;
+      for (double v : round_sec[col]) cols[col]->rounds_us.push_back(mean_over_ranks(comm, v) * 1e6);
     }
     for (timing* t : {&r.oop, &r.ip, &r.raw_oop, &r.raw_ip}) {
       if (t->us > 0) {

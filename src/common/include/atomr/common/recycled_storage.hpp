@@ -35,7 +35,7 @@
 
 namespace atomr {
 
-// Blocks of `Bytes`, each starting on a cache line; take() and give() from any threads.
+// Blocks of `Bytes` (aligned as ::operator new aligns); take() and give() from any threads.
 template <std::size_t Bytes>
 class recycled_storage {
  public:
@@ -44,12 +44,8 @@ class recycled_storage {
   static constexpr std::size_t k_thread_most = 256;  // kept by one thread before a batch goes to the pool
   static constexpr std::size_t k_pool_most = std::max<std::size_t>(16384, (std::size_t{8} << 20) / Bytes);
 
-  // Blocks start on a cache line, so that a type laid out by lines (the fields one thread writes
-  // apart from those another reads) gets the lines it was laid out for.
-  static constexpr std::size_t k_align = 64;
-
   static void* take() {
-    if (!k_on || t_cache_ == cache_state::gone) return allocate();
+    if (!k_on || t_cache_ == cache_state::gone) return ::operator new(Bytes);
     auto& mine = cache();
     if (mine.blocks.empty()) {
       auto& p = pool::get();
@@ -58,7 +54,7 @@ class recycled_storage {
       mine.blocks.insert(mine.blocks.end(), p.blocks.end() - static_cast<std::ptrdiff_t>(n), p.blocks.end());
       p.blocks.resize(p.blocks.size() - n);
     }
-    if (mine.blocks.empty()) return allocate();
+    if (mine.blocks.empty()) return ::operator new(Bytes);
     void* b = mine.blocks.back();
     mine.blocks.pop_back();
     return b;
@@ -66,7 +62,7 @@ class recycled_storage {
 
   static void give(void* b) noexcept {
     if (b == nullptr) return;
-    if (!k_on) return deallocate(b);
+    if (!k_on) return ::operator delete(b);
     if (t_cache_ == cache_state::gone) {
       auto& p = pool::get();
       std::lock_guard lock(p.mutex);
@@ -91,8 +87,6 @@ class recycled_storage {
   }
 
  private:
-  static void* allocate() { return ::operator new (Bytes, std::align_val_t{k_align}); }
-  static void deallocate(void* b) noexcept { ::operator delete (b, std::align_val_t{k_align}); }
   // Never destroyed (threads give blocks back during exit); its list is reserved whole, so that
   // giving back never allocates.
   struct pool {
@@ -110,7 +104,7 @@ class recycled_storage {
       if (blocks.size() < k_pool_most) {
         blocks.push_back(b);
       } else {
-        deallocate(b);
+        ::operator delete(b);
       }
     }
   };
@@ -146,7 +140,7 @@ struct recycling_allocator {
   template <typename U>
   recycling_allocator(const recycling_allocator<U>&) noexcept {}
   T* allocate(std::size_t n) {
-    static_assert(alignof(T) <= recycled_storage<sizeof(T)>::k_align);
+    static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__);
     if (n == 1) return static_cast<T*>(recycled_storage<sizeof(T)>::take());
     return std::allocator<T>().allocate(n);
   }

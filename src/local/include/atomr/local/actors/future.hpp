@@ -162,26 +162,21 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
   }
 
  private:
-  // (The words a waiter looks at and a marked fulfiller's settle() reads come first: with the
-  // control block's counts, which settle() and the future's release write, they share the
-  // state's first cache line (its storage starts on one; see recycled_storage). Spread over
-  // three lines, settling 1000 futures moved three lines each between the progress thread and
-  // the caller, at 150-200 ns a line on the GPU machine's vCPUs.)
+  mutable std::mutex mutex_;
   std::atomic<bool> has_value_{false};  // value_ is set (read without the lock by wait())
+  std::condition_variable ready_;
+  std::optional<result<T>> value_;
+  std::vector<std::function<void(const result<T>&)>> continuations_;
+  std::shared_ptr<progress_hook> hook_;  // called by wait() while it looks (never changes once shared)
+  // A success published for many states at once (see promise::set_done_mark): the state counts
+  // as fulfilled with success once *mark_ reaches mark_at_. (Never changes once shared.)
+  const std::atomic<std::uint64_t>* mark_ = nullptr;
+  std::uint64_t mark_at_ = 0;
   // Set by whoever the mark alone would not reach (a waiter about to sleep, a continuation): the
   // fulfiller then fulfils the state after the mark (settle). Both sides store, then load the
   // other's word, sequentially consistent: either the fulfiller sees this flag, or this side
   // sees the mark.
   std::atomic<bool> needs_{false};
-  // A success published for many states at once (see promise::set_done_mark): the state counts
-  // as fulfilled with success once *mark_ reaches mark_at_. (Never changes once shared.)
-  const std::atomic<std::uint64_t>* mark_ = nullptr;
-  std::uint64_t mark_at_ = 0;
-  std::shared_ptr<progress_hook> hook_;  // called by wait() while it looks (never changes once shared)
-  mutable std::mutex mutex_;
-  std::condition_variable ready_;
-  std::optional<result<T>> value_;
-  std::vector<std::function<void(const result<T>&)>> continuations_;
   bool marked() const noexcept {
     if constexpr (std::is_void_v<T>) {
       return mark_ != nullptr && mark_->load(std::memory_order_seq_cst) >= mark_at_;

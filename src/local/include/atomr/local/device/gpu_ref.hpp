@@ -24,13 +24,8 @@
 namespace atomr::local {
 
 // One allocation, shared by every gpu_ref to it.
-//
-// (Laid out by cache lines: the shared_ptr's counts, which every copy and release writes, the
-// fields every user reads, the callers' write count and the progress thread's write marks each
-// have lines of their own. Mixed, a request's buffer moved four lines between the caller and the
-// world's progress thread per collective, at 150-200 ns a line on the GPU machine's vCPUs.)
 struct buffer_block {
-  alignas(64) std::uint64_t id = 0;  // unique per process
+  std::uint64_t id = 0;  // unique per process
   std::size_t bytes = 0;
   dtype type = dtype::u8;
   void* ptr = nullptr;
@@ -95,8 +90,8 @@ struct buffer_block {
   }
 
  private:
-  alignas(64) std::atomic<std::uint64_t> writes_requested_{0};  // (the requesting threads')
-  alignas(64) mutable std::mutex write_mutex_;                  // (the enqueuing thread's, from here on)
+  std::atomic<std::uint64_t> writes_requested_{0};
+  mutable std::mutex write_mutex_;
   // (Atomics, written under the lock: enqueued_on and mark_after's early answer read them without it.)
   std::atomic<std::uint64_t> writes_enqueued_{0};
   std::shared_ptr<void> last_write_;

@@ -15,7 +15,7 @@
 namespace atomr::cluster {
 
 std::unique_ptr<detail::call_plan> world::plan_call(const std::vector<coll_spec>& specs, pointer_set& used,
-                                                    std::vector<std::size_t>& counts) const {
+                                                    std::vector<std::size_t>& counts, bool counted) const {
   constexpr std::size_t k_part = world_engine::k_submit_part;
   const auto& options = engine_->options();
   // (Check mode compares every batch's head across ranks: it keeps an exchange per batch.)
@@ -31,9 +31,9 @@ std::unique_ptr<detail::call_plan> world::plan_call(const std::vector<coll_spec>
     // Every request the plan covers must be made: a refused one would leave the other ranks'
     // batches waiting for it. (make_request takes the count found here rather than check again:
     // the spec holds its buffers, and nothing else changes in between.)
-    const auto count = checked_count(s);
+    const auto count = counted ? result<std::size_t>(counts[n]) : checked_count(s);
     if (!count) break;
-    counts.push_back(*count);
+    if (!counted) counts.push_back(*count);
     const std::size_t bytes = *count * local::size_of(s.type);
     if (!engine_->packs_shape(s.kind, bytes)) break;
     // The requests of one plan touch distinct buffers (a request on a buffer an earlier one uses
@@ -53,7 +53,7 @@ std::unique_ptr<detail::call_plan> world::plan_call(const std::vector<coll_spec>
   }
   // A call whose first part is all it has of them needs no plan of its own.
   if (n <= k_part) {
-    counts.clear();
+    if (!counted) counts.clear();
     return nullptr;
   }
   plan->length = static_cast<std::uint32_t>(n);

@@ -54,7 +54,9 @@ struct coll_request {
   using tickets = boost::container::small_vector<ticket, 2>;
   tickets writes;  // recv blocks, with this request's write
   tickets reads;   // send-only blocks, with the writes before
-  promise<void> done;
+  // Empty for the requests of a submit_group call but its last (one future for the call: see
+  // world::submit_group); made by world::make_request otherwise.
+  promise<void> done{nullptr};
   std::shared_ptr<void> state;  // the backend's, while in flight
   bool writes_published = false;
   // The submit_all call this came with (0: submitted alone). Its collectives that neither pack nor

@@ -213,6 +213,47 @@ future<void> world::submit(coll_spec&& spec) const {
 }
 
 std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const {
+  std::vector<std::optional<future<void>>> out(specs.size());
+  submit_call(std::move(specs), {}, out);
+  std::vector<future<void>> done;
+  done.reserve(out.size());
+  for (auto& f : out) done.push_back(std::move(*f));
+  return done;
+}
+
+future<void> world::submit_group(std::vector<coll_spec> specs) const {
+  auto failed = [](error e) {
+    promise<void> p;
+    auto f = p.get_future();
+    p.set_error(std::move(e));
+    return f;
+  };
+  if (specs.empty()) {
+    promise<void> p;
+    auto f = p.get_future();
+    p.set_value();
+    return f;
+  }
+  // Checked whole first: a call with a bad request submits nothing (with a future per request,
+  // the others would go on; here nobody could tell which did).
+  std::vector<std::size_t> counts(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    trim_unused(specs[i]);
+    auto count = checked_count(specs[i]);
+    if (!count) {
+      return failed(count.error_value().with_context("checking request " + std::to_string(i + 1) + " of " +
+                                                     std::to_string(specs.size()) +
+                                                     " of a submit_group call (nothing was submitted)"));
+    }
+    counts[i] = *count;
+  }
+  std::vector<std::optional<future<void>>> out(1);
+  submit_call(std::move(specs), counts, out);
+  return std::move(*out.front());
+}
+
+void world::submit_call(std::vector<coll_spec>&& specs, const std::vector<std::size_t>& checked,
+                        std::vector<std::optional<future<void>>>& out) const {
   // A long call hands its requests over in parts of k_part while it makes the rest, as long as
   // all of them so far are small all_reduces the world packs: the progress thread agrees on,
   // packs and issues the first ones meanwhile. Made first and handed over in one go, 1000 x 2 KiB
@@ -222,6 +263,8 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
   // in the last part. So do requests on a buffer an earlier one of the call uses: they cannot
   // pack with it, and a run of them is best agreed on in one plan for all.)
   constexpr std::size_t k_part = world_engine::k_submit_part;
+  // A submit_group call (`checked` holds every request's count): one future, its last request's.
+  const bool group = !checked.empty();
   // (Kept per thread for its table: a fresh one for 1000 requests was an allocation and 32 KiB
   // to clear on every call, 9 % of the caller's time in a profile of 1000 x 2 KiB calls.)
   // (A call made from a continuation that this call runs, while it hands over, has its own.)
@@ -240,11 +283,10 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
   if (specs.size() > k_part) used.reset(specs.size());
   // Its first requests planned whole where they are small all_reduces that pack: the plan is
   // offered with the first part, and the later parts need no exchange (see plan_call).
-  std::vector<std::size_t> counts;
-  auto plan = plan_call(specs, used, counts);
+  std::vector<std::size_t> counts = checked;
+  auto plan = plan_call(specs, used, counts, group);
   const std::size_t planned = plan ? plan->length : 0;
   const std::uint64_t together = specs.size() > 1 ? engine_->together_id() : 0;
-  std::vector<std::optional<future<void>>> out(specs.size());
   std::vector<std::unique_ptr<detail::coll_request>> part;
   std::vector<std::size_t> at;  // where each request of the part goes in out
   bool in_parts = true;         // every request so far packs
@@ -255,10 +297,11 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
     at.clear();
   };
   for (std::size_t i = 0; i < specs.size(); ++i) {
-    auto r = make_request(std::move(specs[i]), i < planned ? counts[i] : 0);
-    if (!r) {
+    const bool last = i + 1 == specs.size();
+    auto r = make_request(std::move(specs[i]), i < planned || group ? counts[i] : 0, !group || last);
+    if (!r) {  // (never in a group: checked whole first)
       promise<void> p;
-      out[i] = p.get_future();
+      out[group ? 0 : i] = p.get_future();
       p.set_error(r.error_value());
       continue;
     }
@@ -267,26 +310,27 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
       in_parts = mark_buffers(used, (*r)->spec) && engine_->packs(**r);
     }
     part.push_back(std::move(r).value());
-    at.push_back(i);
-    if (in_parts && part.size() == k_part && i + 1 < specs.size()) hand_over(true);
+    at.push_back(group ? 0 : i);
+    if (in_parts && part.size() == k_part && !last) hand_over(true);
   }
   if (!part.empty()) {
     part.back()->ends_call = together != 0;
     hand_over(false);
   }
-  std::vector<future<void>> done;
-  done.reserve(out.size());
-  for (auto& f : out) done.push_back(std::move(*f));
-  return done;
 }
 
-result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& moved, std::size_t checked) const {
-  auto r = std::make_unique<detail::coll_request>(std::move(moved));
-  auto& spec = r->spec;
-  // Which buffers this kind uses.
+void world::trim_unused(coll_spec& spec) {
   const auto kind = spec.kind;
   if (kind == coll_kind::recv || kind == coll_kind::barrier) spec.send.clear();
   if (kind == coll_kind::send || kind == coll_kind::barrier) spec.recv.clear();
+}
+
+result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& moved, std::size_t checked,
+                                                                  bool with_future) const {
+  auto r = std::make_unique<detail::coll_request>(std::move(moved));
+  auto& spec = r->spec;
+  trim_unused(spec);  // (which buffers this kind uses)
+  if (with_future) r->done = promise<void>();
   if (checked != 0) {
     r->count = checked;
   } else {

@@ -506,8 +506,11 @@ std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<c
       [&] {
         const auto deadline = clock::now() + options_.op_timeout;
         for (auto& r : rs) {
-          if (assist_hook_) r->done.set_progress_hook(assist_hook_);
-          out.push_back(r->done.get_future());
+          // (A submit_group call's requests have no future of their own, but its last.)
+          if (!r->done.empty()) {
+            if (assist_hook_) r->done.set_progress_hook(assist_hook_);
+            out.push_back(r->done.get_future());
+          }
           accept(std::move(r), deadline, together);
         }
       },

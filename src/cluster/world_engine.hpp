@@ -44,6 +44,7 @@ class world_engine {
   // Several at once: the progress thread takes them in one go. `together` (from together_id(),
   // or 0) names the submit_all call they came with; one call may hand its requests over in parts.
   // `more_coming`: a part that is not the call's last (the caller goes on making requests).
+  // Gives the futures of the requests that have one (a submit_group call's last only), in order.
   std::vector<future<void>> submit_all(std::vector<std::unique_ptr<detail::coll_request>> rs, std::uint64_t together,
                                        bool more_coming = false);
   std::uint64_t together_id() { return next_together_.fetch_add(1, std::memory_order_relaxed); }

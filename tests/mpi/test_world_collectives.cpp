@@ -628,6 +628,87 @@ TEST_F(Collectives, LongSubmitAllCallsArePlannedWholeAndHandedOverInParts) {
   EXPECT_EQ(s.issues, (k + batch - 1) / batch);
 }
 
+TEST_F(Collectives, ASubmitGroupCallHasOneFutureThatEndsWithItsLastRequest) {
+  // 1000 small all_reduces in one submit_group call: planned and packed as submit_all's, with
+  // one future, done once every request is (the engine counts a request complete before the
+  // mark that ends the call's future).
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 1000;
+  const auto bufs = counting_buffers(k, 8);
+  std::vector<cluster::coll_spec> specs;
+  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  auto done = w->submit_group(std::move(specs));
+  ASSERT_TRUE(done.get());
+  const auto s = w->stats();
+  EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.agreements, 1u);
+  for (int i = 0; i < k; ++i) {
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 1))) << "buffer " << i;
+  }
+  // Again, on the same buffers: the second call's sums wait for the first's.
+  std::vector<cluster::coll_spec> again;
+  for (const auto& b : bufs) again.push_back(sum_in_place(b));
+  ASSERT_TRUE(w->submit_group(std::move(again)).get());
+  for (int i = 0; i < k; ++i) {
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 2))) << "buffer " << i;
+  }
+}
+
+TEST_F(Collectives, ASubmitGroupCallOfMixedCollectivesMatchesSubmitAllOnOtherRanks) {
+  // Rank 0 hands the call over with submit_group, the others with submit_all: the same requests
+  // in the same order, so they match. All_gathers, a broadcast and sums, some reading what an
+  // earlier one writes.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  const auto n = static_cast<std::size_t>(size_);
+  constexpr std::size_t k = 4;
+  auto send = buffer(std::vector<std::int32_t>(k, rank_ * 10 + 1));
+  auto gathered = buffer(std::vector<std::int32_t>(k * n, -1));
+  auto bcast = buffer(std::vector<std::int32_t>(8, rank_ + 100));
+  auto sum = buffer(std::vector<std::int32_t>(k * n, 0));
+  std::vector<cluster::coll_spec> specs;
+  specs.push_back({coll_kind::all_gather, local::dtype::i32, {}, {send.block()}, {gathered.block()}});
+  specs.push_back({coll_kind::broadcast, local::dtype::i32, {reduce_op::sum, 0, 0}, {bcast.block()}, {bcast.block()}});
+  specs.push_back({coll_kind::all_reduce, local::dtype::i32, {}, {gathered.block()}, {sum.block()}});
+  if (rank_ == 0) {
+    ASSERT_TRUE(w->submit_group(std::move(specs)).get());
+  } else {
+    for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  }
+  std::vector<std::int32_t> expected;
+  for (int r = 0; r < size_; ++r) expected.insert(expected.end(), k, r * 10 + 1);
+  EXPECT_EQ(read(gathered), expected);
+  EXPECT_EQ(read(bcast), std::vector<std::int32_t>(8, 100));
+  for (auto& v : expected) v *= size_;
+  EXPECT_EQ(read(sum), expected);
+  EXPECT_EQ(w->stats().requests, 3u);
+}
+
+TEST_F(Collectives, ASubmitGroupCallWithABadRequestSubmitsNothing) {
+  // The second of three requests names no buffers: the call's future fails at once, naming it,
+  // and none of the three is submitted (the world goes on: a later call works).
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  const auto bufs = counting_buffers(3, 4);
+  std::vector<cluster::coll_spec> specs{
+      sum_in_place(bufs[0]), {coll_kind::all_reduce, local::dtype::f32, {}, {}, {}}, sum_in_place(bufs[2])};
+  auto r = w->submit_group(std::move(specs)).get();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error_value().code(), errc::invalid_argument);
+  EXPECT_NE(r.error_value().message().find("request 2 of 3"), std::string::npos) << r.error_value().message();
+  EXPECT_NE(r.error_value().message().find("nothing was submitted"), std::string::npos) << r.error_value().message();
+  EXPECT_EQ(w->stats().requests, 0u);
+  EXPECT_EQ(read(bufs[0]), std::vector<float>(4, static_cast<float>(rank_)));
+  // An empty call is done at once; a good one still works.
+  EXPECT_TRUE(w->submit_group({}).get());
+  ASSERT_TRUE(w->submit_group({sum_in_place(bufs[0]), sum_in_place(bufs[2])}).get());
+  EXPECT_EQ(read(bufs[0]), std::vector<float>(4, summed(0, 1)));
+  EXPECT_EQ(read(bufs[2]), std::vector<float>(4, summed(2, 1)));
+  EXPECT_EQ(w->stats().requests, 2u);
+}
+
 TEST_F(Collectives, APlannedCallCutsItsBatchesWhereTheTypeChanges) {
   // 150 float sums, then 150 int32 maxima, in one call: a batch starts where the type changes
   // (150) and every ATOMR_COLL_CALL_BATCH requests (256 by default: [0, 150), [150, 256),

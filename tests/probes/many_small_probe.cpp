@@ -2,8 +2,9 @@
 // submit_all call, in a loop long enough to profile (perf record, callgrind). Host devices and
 // the host backend, or with --gpu the rank's GPU and NCCL. Prints the median time per call and
 // the median time until submit_all returned (the caller's own part: making and handing over).
-//   mpirun -np 1 many_small_probe [rounds] [count] [bytes] [--gpu] [--gap] [--each]
+//   mpirun -np 1 many_small_probe [rounds] [count] [bytes] [--gpu] [--gap] [--each | --group]
 // --each: every request by a call of its own (world::all_reduce), not one submit_all call.
+// --group: one submit_group call (one future for the call).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -60,6 +61,8 @@ int main(int argc, char** argv) {
   std::erase(args, "--gap");
   const bool each = std::find(args.begin(), args.end(), "--each") != args.end();
   std::erase(args, "--each");
+  const bool group = std::find(args.begin(), args.end(), "--group") != args.end();
+  std::erase(args, "--group");
   const int rounds = args.size() > 0 ? std::atoi(args[0].c_str()) : 200;
   const int count = args.size() > 1 ? std::atoi(args[1].c_str()) : 1000;
   const std::size_t bytes = args.size() > 2 ? std::strtoull(args[2].c_str(), nullptr, 10) : 2048;
@@ -110,7 +113,11 @@ int main(int argc, char** argv) {
           specs.push_back(
               {ac::coll_kind::all_reduce, al::dtype::f32, {ac::reduce_op::sum, 0, 0}, {b.block()}, {b.block()}});
         }
-        pending = (*w)->submit_all(std::move(specs));
+        if (group) {
+          pending.push_back((*w)->submit_group(std::move(specs)));
+        } else {
+          pending = (*w)->submit_all(std::move(specs));
+        }
       }
       made.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
       for (auto& f : pending) {

@@ -202,7 +202,10 @@ class coll_runner {
 
   // `many` small all_reduces on distinct buffers, none waited for until the end: each its own
   // call, or (together) all in one submit_all call.
-  result<double> many_small(std::size_t count, int many, bool together = false) {
+  // How the requests are handed over: each by a call of its own, in one submit_all call, or in
+  // one submit_group call (one future).
+  enum class handing { each, together, group };
+  result<double> many_small(std::size_t count, int many, handing how = handing::each) {
     if (small_.empty()) {
       for (int i = 0; i < many; ++i) {
         ATOMR_ASSIGN_OR_RETURN(auto b, devs_[0].allocate<T>(count).get());
@@ -215,11 +218,15 @@ class coll_runner {
     std::vector<cluster::coll_spec> specs;
     specs.reserve(small_.size());
     const auto t0 = clock::now();
-    if (together) {
+    if (how != handing::each) {
       for (const auto& b : small_) {
         specs.push_back({coll_kind::all_reduce, al::dtype_of<T>::value, {s_.op, 0, 0}, {b.block()}, {b.block()}});
       }
-      pending = w_.submit_all(std::move(specs));
+      if (how == handing::group) {
+        pending.push_back(w_.submit_group(std::move(specs)));
+      } else {
+        pending = w_.submit_all(std::move(specs));
+      }
     } else {
       for (const auto& b : small_) pending.push_back(w_.all_reduce(b, s_.op));
     }
@@ -486,7 +493,7 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
   nlohmann::json many_json;
   if (s.many > 0 && s.kind == coll_kind::all_reduce && devs.size() == 1) {
     const std::size_t count = std::max<std::size_t>(s.many_bytes / sizeof(T), 1);
-    std::vector<double> raw_t, atomr_t, together_t, handed_t;
+    std::vector<double> raw_t, atomr_t, together_t, handed_t, group_t, group_handed_t;
     const auto before = w.stats();
     for (int rep = 0; rep < 6; ++rep) {  // the first repetition warms up and is dropped
       auto a = (*raw)->run_sequential_small(count, s.many);
@@ -500,11 +507,17 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
     const auto after = w.stats();
     // The same requests handed over in one submit_all call (after the per-call runs, so that
     // their stats above are theirs alone).
+    // And in one submit_group call (one future), taking turns with them.
+    using handing = typename coll_runner<T>::handing;
     for (int rep = 0; rep < 6; ++rep) {
-      auto c = runner.many_small(count, s.many, true);
+      auto c = runner.many_small(count, s.many, handing::together);
       if (!c) return fail(c.error_value());
       if (rep > 0) together_t.push_back(max_over_ranks(comm, *c));
       if (rep > 0) handed_t.push_back(max_over_ranks(comm, runner.handed()));
+      auto g = runner.many_small(count, s.many, handing::group);
+      if (!g) return fail(g.error_value());
+      if (rep > 0) group_t.push_back(max_over_ranks(comm, *g));
+      if (rep > 0) group_handed_t.push_back(max_over_ranks(comm, runner.handed()));
     }
     const auto median_us = [](std::vector<double>& v) {
       std::sort(v.begin(), v.end());
@@ -514,16 +527,18 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
     const double atomr_us = median_us(atomr_t);
     const double together_us = median_us(together_t);
     const double handed_us = median_us(handed_t);
+    const double group_us = median_us(group_t);
+    const double group_handed_us = median_us(group_handed_t);
     const auto packed = after.packed - before.packed;
     const auto issues = after.issues - before.issues;
     if (lead) {
       std::printf(
           "# many small: %d x %zu B all_reduce: raw sequential %.1f us, atomr concurrent %.1f us: %.1fx faster"
           " (%llu of %llu requests packed, %llu issues); in one submit_all call %.1f us: %.1fx (the call"
-          " returned after %.1f us)\n",
+          " returned after %.1f us); in one submit_group call %.1f us: %.1fx (returned after %.1f us)\n",
           s.many, count * sizeof(T), raw_us, atomr_us, raw_us / atomr_us, static_cast<unsigned long long>(packed),
           static_cast<unsigned long long>(after.requests - before.requests), static_cast<unsigned long long>(issues),
-          together_us, raw_us / together_us, handed_us);
+          together_us, raw_us / together_us, handed_us, group_us, raw_us / group_us, group_handed_us);
     }
     many_json = {{"requests", s.many},
                  {"bytes", count * sizeof(T)},
@@ -533,6 +548,9 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                  {"atomr_submit_all_us", together_us},
                  {"speedup_submit_all", raw_us / together_us},
                  {"submit_all_returned_us", handed_us},
+                 {"atomr_submit_group_us", group_us},
+                 {"speedup_submit_group", raw_us / group_us},
+                 {"submit_group_returned_us", group_handed_us},
                  {"packed", packed},
                  {"issues", issues}};
   }

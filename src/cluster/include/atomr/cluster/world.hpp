@@ -35,6 +35,7 @@
 #include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -202,6 +203,14 @@ class world {
   // small all_reduces among them are packed (when the other ranks also have them pending) and the
   // other collectives among them go in one NCCL group. Every rank must make the same call.
   std::vector<future<void>> submit_all(std::vector<coll_spec> specs) const;
+  // submit_all with one future for the whole call (as NCCL's group, or a coalesced all_reduce of
+  // a step's gradient buckets): it succeeds once every request has, and fails if any fails (with
+  // the first failure's cause). The call is checked whole first: a bad request fails the future
+  // and nothing is submitted. Cheaper than submit_all by a future per request, which the caller
+  // makes and the progress thread settles: the way to hand over many small collectives when
+  // only their end matters. Every rank must make the same call (submit_all on one rank and
+  // submit_group on another, with the same specs, also match).
+  future<void> submit_group(std::vector<coll_spec> specs) const;
 
   struct stats_snapshot {
     std::uint64_t requests = 0;  // requests completed
@@ -239,14 +248,23 @@ class world {
   result<std::unique_ptr<world>> shrink_backend(MPI_Comm next, const std::vector<int>& left_out,
                                                 std::chrono::steady_clock::time_point deadline);
   // `checked`: the count checked_count gave for this spec a moment ago (a planned call's), or 0.
-  result<std::unique_ptr<detail::coll_request>> make_request(coll_spec&& spec, std::size_t checked = 0) const;
+  // `with_future`: false for a submit_group call's requests but its last.
+  result<std::unique_ptr<detail::coll_request>> make_request(coll_spec&& spec, std::size_t checked = 0,
+                                                             bool with_future = true) const;
+  // submit_all's and submit_group's body: makes and hands over the requests, putting the futures
+  // they have in `out` (one per request; a group's, given `checked`, holds every count: one).
+  void submit_call(std::vector<coll_spec>&& specs, const std::vector<std::size_t>& checked,
+                   std::vector<std::optional<future<void>>>& out) const;
+  // Clears the buffer lists `spec`'s kind does not use (a recv's send, a send's recv).
+  static void trim_unused(coll_spec& spec);
   // The elements per rank `spec` names, once its buffers and arguments are checked (make_request
   // trims the lists a kind does not use first).
   result<std::size_t> checked_count(const coll_spec& spec) const;
   // A long submit_all call's plan (call_plan.cpp): null where its first part is not small
   // all_reduces that pack. Marks the planned requests' buffers in `used` and gives their counts.
+  // (`counted`: counts holds every spec's count already, checked.)
   std::unique_ptr<detail::call_plan> plan_call(const std::vector<coll_spec>& specs, pointer_set& used,
-                                               std::vector<std::size_t>& counts) const;
+                                               std::vector<std::size_t>& counts, bool counted = false) const;
   // Marks the buffers `spec` uses in `used`; false if one of them was marked already (by an
   // earlier request of the same call).
   static bool mark_buffers(pointer_set& used, const coll_spec& spec);

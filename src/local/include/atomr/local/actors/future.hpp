@@ -295,6 +295,8 @@ class promise {
   promise& operator=(const promise&) = delete;
 
   future<T> get_future() const { return future<T>(state_); }
+  // True for an empty promise (promise(nullptr), or one moved from or settled): no future.
+  bool empty() const noexcept { return state_ == nullptr; }
   // What a waiter on the future does while it looks for the value (see progress_hook). Set it
   // before the future goes to another thread: it is read there without a lock.
   void set_progress_hook(std::shared_ptr<progress_hook> h) {
@@ -307,7 +309,7 @@ class promise {
   // it; it never calls set_error once the mark passed `at`, and keeps `mark` alive as long as any
   // future of this promise. Set it before the future goes to another thread.
   void set_done_mark(const std::atomic<std::uint64_t>* mark, std::uint64_t at) noexcept requires std::is_void_v<T> {
-    state_->set_mark(mark, at);
+    if (state_) state_->set_mark(mark, at);
   }
   // Each returns true if it fulfilled the future (false if it was already fulfilled).
   template <typename U = T>

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Session 29, call 5 (nvidia-h200-x2), e38d19a (world::submit_group): the GPU tests
+# (launch/gpu-suite); many_small_probe --gpu with one submit_all call and with one submit_group
+# call (--group), taking turns with e6ecfe0 (the session's start); bench coll --many 1000 (both
+# rows) and nccl-tests' group of 1000.
+set -uo pipefail
+rm -rf $PWD/.gpu-stage && tar xJf $PWD/.gpu-pack/stage.tar.xz -C $PWD
+tar xJf $PWD/.gpu-nt/nt.tar.xz -C /tmp; nt=/tmp/ntst
+root=$PWD; st=$root/.gpu-stage; ab=$root/.gpu-pack/ab; out=$OUT/c5; mkdir -p "$out/json"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_NVLS_ENABLE=0 GTEST_COLOR=no LD_LIBRARY_PATH=$st/lib
+{ echo "commit: $(cat $st/COMMIT) date: $(date -u +%FT%TZ) host: $(hostname) cpus: $(nproc)"
+  nvidia-smi --query-gpu=index,name,driver_version --format=csv; } > $out/machine.txt 2>&1
+t0=$SECONDS
+timeout 330 env ATOMR_SUITE_PART=tests OUT=$out/suite launch/gpu-suite > $out/suite.txt 2>&1; echo "suite rc=$? in $((SECONDS-t0)) s" >> $out/suite.txt
+(cd $out && tar czf suite.tar.gz suite && rm -rf suite)
+mp=(mpirun --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
+a=$st/bin/atomr
+log=$out/c5.log
+r() { local name=$1 t=$2; shift 2; echo "=== $name: $*" >> $log; timeout $t "$@" >> $log 2>&1; echo "rc=$? (${SECONDS}s)" >> $log; }
+r c2c 60 $ab/c2c 0 1 0 16
+for i in 1 2 3 4; do
+  r probe_all_$i 60 "${mp[@]}" -np 2 $st/bin/many_small_probe 300 1000 2048 --gpu
+  r probe_group_$i 60 "${mp[@]}" -np 2 $st/bin/many_small_probe 300 1000 2048 --gpu --group
+  r probe_e6e_$i 60 "${mp[@]}" -np 2 $ab/probe_e6e 300 1000 2048 --gpu
+done
+r nt_m1000 60 "${mp[@]}" -np 2 $nt/all_reduce_perf -b 2K -e 2K -m 1000 -n 20 -w 5
+for i in 1 2 3; do
+  r many_$i 60 "${mp[@]}" -np 2 $a bench coll all_reduce -b 8 -e 8 -n 200 -w 20 --many 1000 -J $out/json/many_$i.json
+done
+echo "total ${SECONDS}s" >> $log
+(cd $out && tar czf json.tar.gz json && rm -rf json)
+grep -E "rc=[1-9]" $out/suite.txt; tail -2 $out/suite.txt
+grep -E "^rc=[1-9]" $log; grep -E "^=== |cpus|many small|many_small_probe:|^ +2048 " $log | sed -E 's/^=== ([a-z0-9_]+):.*/\1/' | cut -c1-330; tail -1 $log

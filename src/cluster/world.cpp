@@ -248,11 +248,11 @@ future<void> world::submit_group(std::vector<coll_spec> specs) const {
     counts[i] = *count;
   }
   std::vector<std::optional<future<void>>> out(1);
-  submit_call(std::move(specs), counts, out);
+  submit_call(std::move(specs), std::move(counts), out);
   return std::move(*out.front());
 }
 
-void world::submit_call(std::vector<coll_spec>&& specs, const std::vector<std::size_t>& checked,
+void world::submit_call(std::vector<coll_spec>&& specs, std::vector<std::size_t> checked,
                         std::vector<std::optional<future<void>>>& out) const {
   // A long call hands its requests over in parts of k_part while it makes the rest, as long as
   // all of them so far are small all_reduces the world packs: the progress thread agrees on,
@@ -283,7 +283,7 @@ void world::submit_call(std::vector<coll_spec>&& specs, const std::vector<std::s
   if (specs.size() > k_part) used.reset(specs.size());
   // Its first requests planned whole where they are small all_reduces that pack: the plan is
   // offered with the first part, and the later parts need no exchange (see plan_call).
-  std::vector<std::size_t> counts = checked;
+  std::vector<std::size_t> counts = std::move(checked);
   auto plan = plan_call(specs, used, counts, group);
   const std::size_t planned = plan ? plan->length : 0;
   const std::uint64_t together = specs.size() > 1 ? engine_->together_id() : 0;

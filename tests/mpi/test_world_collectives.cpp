@@ -64,6 +64,12 @@ class Collectives : public testing::world_fixture {
   static cluster::coll_spec sum_in_place(const local::gpu_ref<float>& b) {
     return {coll_kind::all_reduce, local::dtype::f32, {}, {b.block()}, {b.block()}};
   }
+  // One in-place sum per buffer, in order (one call's specs).
+  static std::vector<cluster::coll_spec> sums_in_place(const std::vector<local::gpu_ref<float>>& bufs) {
+    std::vector<cluster::coll_spec> specs;
+    for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+    return specs;
+  }
   // Counting buffer i after `times` in-place sums over the world.
   float summed(int i, int times) const {
     float v = static_cast<float>(size_ * (size_ - 1) / 2 + size_ * i);
@@ -326,8 +332,7 @@ TEST_F(Collectives, SmallAllReducesSubmittedTogetherArePacked) {
   ASSERT_TRUE(w);
   constexpr int k = 100;  // (one part: see LongSubmitAllCallsAreHandedOverInParts)
   const auto bufs = counting_buffers(k, 512);
-  std::vector<cluster::coll_spec> specs;
-  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  auto specs = sums_in_place(bufs);
   // A second reduction of buffer 0 depends on the first: it must not be packed with it.
   specs.push_back(sum_in_place(bufs[0]));
   auto done = w->submit_all(std::move(specs));
@@ -612,8 +617,7 @@ TEST_F(Collectives, LongSubmitAllCallsArePlannedWholeAndHandedOverInParts) {
   ASSERT_TRUE(w);
   constexpr int k = 1000;
   const auto bufs = counting_buffers(k, 8);
-  std::vector<cluster::coll_spec> specs;
-  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  auto specs = sums_in_place(bufs);
   auto done = w->submit_all(std::move(specs));
   ASSERT_EQ(done.size(), static_cast<std::size_t>(k));
   for (auto& f : done) ASSERT_TRUE(f.get());
@@ -636,8 +640,7 @@ TEST_F(Collectives, ASubmitGroupCallHasOneFutureThatEndsWithItsLastRequest) {
   ASSERT_TRUE(w);
   constexpr int k = 1000;
   const auto bufs = counting_buffers(k, 8);
-  std::vector<cluster::coll_spec> specs;
-  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  auto specs = sums_in_place(bufs);
   auto done = w->submit_group(std::move(specs));
   ASSERT_TRUE(done.get());
   const auto s = w->stats();
@@ -648,8 +651,7 @@ TEST_F(Collectives, ASubmitGroupCallHasOneFutureThatEndsWithItsLastRequest) {
     ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 1))) << "buffer " << i;
   }
   // Again, on the same buffers: the second call's sums wait for the first's.
-  std::vector<cluster::coll_spec> again;
-  for (const auto& b : bufs) again.push_back(sum_in_place(b));
+  auto again = sums_in_place(bufs);
   ASSERT_TRUE(w->submit_group(std::move(again)).get());
   for (int i = 0; i < k; ++i) {
     ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 2))) << "buffer " << i;
@@ -719,8 +721,7 @@ TEST_F(Collectives, APlannedCallCutsItsBatchesWhereTheTypeChanges) {
   const auto floats = counting_buffers(k, 4);
   std::vector<local::gpu_ref<std::int32_t>> ints;
   for (int i = 0; i < k; ++i) ints.push_back(buffer(std::vector<std::int32_t>(4, rank_ * 1000 + i)));
-  std::vector<cluster::coll_spec> specs;
-  for (const auto& b : floats) specs.push_back(sum_in_place(b));
+  auto specs = sums_in_place(floats);
   for (const auto& b : ints) {
     specs.push_back({coll_kind::all_reduce, local::dtype::i32, {reduce_op::max, 0, 0}, {b.block()}, {b.block()}});
   }
@@ -748,8 +749,7 @@ TEST_F(Collectives, RanksWithDifferentCallBatchesStillAgreeOnThePlan) {
   ASSERT_TRUE(w);
   constexpr int k = 600;
   const auto bufs = counting_buffers(k, 4);
-  std::vector<cluster::coll_spec> specs;
-  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  auto specs = sums_in_place(bufs);
   for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
     ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(4, summed(i, 1))) << "buffer " << i;
@@ -768,8 +768,7 @@ TEST_F(Collectives, ACallLongerThanOnePlanGoesOnInParts) {
   ASSERT_TRUE(w);
   constexpr int k = 1500;
   const auto bufs = counting_buffers(k, 2);
-  std::vector<cluster::coll_spec> specs;
-  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  auto specs = sums_in_place(bufs);
   for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
     ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(2, summed(i, 1))) << "buffer " << i;
@@ -790,8 +789,7 @@ TEST_F(Collectives, RanksThatSplitACallDifferentlyStillAgreeOnThePacking) {
     constexpr int k = 1000;
     const std::size_t split = one_by_one ? 300 : 500;
     const auto bufs = counting_buffers(k, 8);
-    std::vector<cluster::coll_spec> specs;
-    for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+    auto specs = sums_in_place(bufs);
     std::vector<cluster::future<void>> done;
     if (rank_ % 2 == 0) {
       done = w->submit_all(std::move(specs));
@@ -870,8 +868,7 @@ TEST_F(Collectives, RequestsSubmittedTogetherPackInsideTheLatencyWindow) {
   const auto before = w->stats();
   constexpr int k = 100;
   const auto bufs = counting_buffers(k, 64);
-  std::vector<cluster::coll_spec> specs;
-  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  auto specs = sums_in_place(bufs);
   for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
     ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(64, summed(i, 1))) << "buffer " << i;
@@ -910,8 +907,7 @@ TEST_F(Collectives, ASubmitAllCallsFuturesRunTheirContinuationsOnceWithSuccess) 
   ASSERT_TRUE(w);
   constexpr int k = 300;
   const auto bufs = counting_buffers(k, 16);
-  std::vector<cluster::coll_spec> specs;
-  for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+  auto specs = sums_in_place(bufs);
   auto done = w->submit_all(std::move(specs));
   std::atomic<int> before{0}, after{0}, failed{0};
   for (auto& f : done) {

@@ -200,10 +200,9 @@ class coll_runner {
     return wrong;
   }
 
-  // `many` small all_reduces on distinct buffers, none waited for until the end: each its own
-  // call, or (together) all in one submit_all call.
-  // How the requests are handed over: each by a call of its own, in one submit_all call, or in
-  // one submit_group call (one future).
+  // `many` small all_reduces on distinct buffers, none waited for until the end, handed over
+  // each by a call of its own, all in one submit_all call, or all in one submit_group call (one
+  // future).
   enum class handing { each, together, group };
   result<double> many_small(std::size_t count, int many, handing how = handing::each) {
     if (small_.empty()) {

@@ -253,7 +253,7 @@ class world {
                                                              bool with_future = true) const;
   // submit_all's and submit_group's body: makes and hands over the requests, putting the futures
   // they have in `out` (one per request; a group's, given `checked`, holds every count: one).
-  void submit_call(std::vector<coll_spec>&& specs, const std::vector<std::size_t>& checked,
+  void submit_call(std::vector<coll_spec>&& specs, std::vector<std::size_t> checked,
                    std::vector<std::optional<future<void>>>& out) const;
   // Clears the buffer lists `spec`'s kind does not use (a recv's send, a send's recv).
   static void trim_unused(coll_spec& spec);

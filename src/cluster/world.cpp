@@ -40,6 +40,15 @@ std::string where(const buffer_block& b) {
   return "buffer " + std::to_string(b.id) + " (device " + std::to_string(s ? s->device() : -1) + ")";
 }
 
+// A future that is done already, with `r` (a request refused before it was submitted, or a call
+// with nothing in it).
+future<void> finished(result<void> r) {
+  promise<void> p;
+  auto f = p.get_future();
+  p.set_result(std::move(r));
+  return f;
+}
+
 error too_small(const coll_spec& spec, const char* which, std::size_t have, std::size_t need) {
   return error(errc::invalid_argument, std::string(to_string(spec.kind)) + ": the " + which + " buffer holds " +
                                            std::to_string(have) + " elements, " + std::to_string(need) + " are needed");
@@ -203,12 +212,7 @@ world::stats_snapshot world::stats() const { return engine_->stats(); }
 
 future<void> world::submit(coll_spec&& spec) const {
   auto r = make_request(std::move(spec));
-  if (!r) {
-    promise<void> p;
-    auto f = p.get_future();
-    p.set_error(r.error_value());
-    return f;
-  }
+  if (!r) return finished(r.error_value());
   return engine_->submit(std::move(r).value());
 }
 
@@ -222,18 +226,7 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
 }
 
 future<void> world::submit_group(std::vector<coll_spec> specs) const {
-  auto failed = [](error e) {
-    promise<void> p;
-    auto f = p.get_future();
-    p.set_error(std::move(e));
-    return f;
-  };
-  if (specs.empty()) {
-    promise<void> p;
-    auto f = p.get_future();
-    p.set_value();
-    return f;
-  }
+  if (specs.empty()) return finished({});
   // Checked whole first: a call with a bad request submits nothing (with a future per request,
   // the others would go on; here nobody could tell which did).
   std::vector<std::size_t> counts(specs.size());
@@ -241,9 +234,9 @@ future<void> world::submit_group(std::vector<coll_spec> specs) const {
     trim_unused(specs[i]);
     auto count = checked_count(specs[i]);
     if (!count) {
-      return failed(count.error_value().with_context("checking request " + std::to_string(i + 1) + " of " +
-                                                     std::to_string(specs.size()) +
-                                                     " of a submit_group call (nothing was submitted)"));
+      return finished(count.error_value().with_context("checking request " + std::to_string(i + 1) + " of " +
+                                                       std::to_string(specs.size()) +
+                                                       " of a submit_group call (nothing was submitted)"));
     }
     counts[i] = *count;
   }
@@ -300,9 +293,7 @@ void world::submit_call(std::vector<coll_spec>&& specs, std::vector<std::size_t>
     const bool last = i + 1 == specs.size();
     auto r = make_request(std::move(specs[i]), i < planned || group ? counts[i] : 0, !group || last);
     if (!r) {  // (never in a group: checked whole first)
-      promise<void> p;
-      out[group ? 0 : i] = p.get_future();
-      p.set_error(r.error_value());
+      out[group ? 0 : i] = finished(r.error_value());
       continue;
     }
     if (i == 0 && plan) (*r)->plan = std::move(plan);

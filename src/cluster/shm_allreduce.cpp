@@ -57,9 +57,18 @@ void add(const void* in, void* inout, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) b[i] = static_cast<T>(static_cast<U>(a[i]) + static_cast<U>(b[i]));
 }
 
-// MPI's own sum, element by element, for the types the host backend sums most (without a call
-// into MPI per piece); others go through MPI_Reduce_local.
+template <typename T>
+void keep_most(const void* in, void* inout, std::size_t count) {
+  const auto* a = static_cast<const T*>(in);
+  auto* b = static_cast<T*>(inout);
+  for (std::size_t i = 0; i < count; ++i) b[i] = std::max(a[i], b[i]);
+}
+
+// MPI's own sum, element by element, for the types the host backend sums most, and the maximum
+// of 64-bit integers the world's CUDA graph votes take (without a call into MPI per piece);
+// others go through MPI_Reduce_local.
 void (*combine_for(MPI_Datatype type, MPI_Op op))(const void*, void*, std::size_t) {
+  if (op == MPI_MAX && type == MPI_INT64_T) return keep_most<std::int64_t>;
   if (op != MPI_SUM) return nullptr;
   if (type == MPI_FLOAT) return add<float>;
   if (type == MPI_DOUBLE) return add<double>;
@@ -162,7 +171,8 @@ std::byte* shm_reducer::ring_of(int rank) const { return rings_ + static_cast<st
 
 result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm comm, int rank, int size,
                                                        std::size_t ring_bytes,
-                                                       std::chrono::steady_clock::time_point deadline) {
+                                                       std::chrono::steady_clock::time_point deadline,
+                                                       shm_purpose what) {
   // (Every rank decides alike: the arguments are the same everywhere.)
   const std::size_t ring = std::min(align_up(ring_bytes, k_page),
                                     k_most_total / static_cast<std::size_t>(std::max(size, 1)) / k_page * k_page);
@@ -186,11 +196,11 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
     ATOMR_TRY(got);
   }
   const int leader = in_parent[0];
-  auto exchange = [&](void* data, int bytes, int peer, bool send, const char* what) -> result<void> {
+  auto exchange = [&](void* data, int bytes, int peer, bool send, const std::string& doing) -> result<void> {
     MPI_Request q = MPI_REQUEST_NULL;
     ATOMR_TRY(ATOMR_MPI_CHECK(send ? MPI_Isend(data, bytes, MPI_BYTE, peer, k_tag, parent, &q)
                                    : MPI_Irecv(data, bytes, MPI_BYTE, peer, k_tag, parent, &q)));
-    return wait_mpi(q, deadline, what);
+    return wait_mpi(q, deadline, doing);
   };
   announcement a;
   std::string why;
@@ -203,7 +213,9 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
     map = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) why = errno_text("mmap");
   };
-  if (rank == 0) {
+  if (rank == 0 && !what.wanted) {
+    why = "not wanted on rank 0";
+  } else if (rank == 0) {
     static std::atomic<unsigned> made{0};
     std::random_device entropy;
     a.cookie = (static_cast<std::uint64_t>(entropy()) << 32 | entropy()) | 1U;
@@ -238,38 +250,41 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
   // Rank 0 tells each rank the name; each says whether it mapped the segment; rank 0 tells all
   // whether every rank did. (A failure here leaves the segment's name to rank 0 to remove.)
   // Every rank says yes (1) or no (0) to rank 0, which tells all whether every rank said yes.
-  auto agree_min = [&](int mine, const char* what) -> result<int> {
+  auto agree_min = [&](int mine, const std::string& doing) -> result<int> {
     if (rank == 0) {
       int least = mine;
       for (int r = 1; r < size; ++r) {
         int theirs = 0;
-        ATOMR_TRY(exchange(&theirs, sizeof(theirs), in_parent[static_cast<std::size_t>(r)], false, what));
+        ATOMR_TRY(exchange(&theirs, sizeof(theirs), in_parent[static_cast<std::size_t>(r)], false, doing));
         least = std::min(least, theirs);
       }
       for (int r = 1; r < size; ++r) {
-        ATOMR_TRY(exchange(&least, sizeof(least), in_parent[static_cast<std::size_t>(r)], true, what));
+        ATOMR_TRY(exchange(&least, sizeof(least), in_parent[static_cast<std::size_t>(r)], true, doing));
       }
       return least;
     }
-    ATOMR_TRY(exchange(&mine, sizeof(mine), leader, true, what));
+    ATOMR_TRY(exchange(&mine, sizeof(mine), leader, true, doing));
     int least = 0;
-    ATOMR_TRY(exchange(&least, sizeof(least), leader, false, what));
+    ATOMR_TRY(exchange(&least, sizeof(least), leader, false, doing));
     return least;
   };
   auto steps = [&]() -> result<int> {
     if (rank == 0) {
       for (int r = 1; r < size; ++r) {
         ATOMR_TRY(exchange(&a, sizeof(a), in_parent[static_cast<std::size_t>(r)], true,
-                           "sharing the host backend's shared-memory segment"));
+                           std::string("sharing ") + what.user + "'s shared-memory segment"));
       }
       return agree_min(a.ok, "agreeing whether every rank mapped the shared-memory segment");
     }
-    ATOMR_TRY(exchange(&a, sizeof(a), leader, false, "hearing of the host backend's shared-memory segment"));
+    ATOMR_TRY(
+        exchange(&a, sizeof(a), leader, false, std::string("hearing of ") + what.user + "'s shared-memory segment"));
     a.name[sizeof(a.name) - 1] = '\0';
     a.host[sizeof(a.host) - 1] = '\0';
     char host[sizeof(a.host)] = {};
     gethostname(host, sizeof(host) - 1);
-    if (!a.ok) {
+    if (!what.wanted) {
+      why = "not wanted on this rank";
+    } else if (!a.ok) {
       why = "rank 0 could not make it";
     } else if (std::strcmp(host, a.host) != 0) {
       // Another node, by name (ranks in network namespaces of one machine, too, are taken at
@@ -300,11 +315,12 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
   if (!all || !*all) {
     drop();
     if (!all) return all.error_value();
-    log::get("cluster")->debug("host backend: no shared-memory all_reduce ({}); MPI does them",
+    log::get("cluster")->debug("{}: no shared-memory all_reduce ({}); MPI does them", what.user,
                                why.empty() ? "another rank could not map the segment" : why);
     return std::unique_ptr<shm_reducer>();
   }
   std::unique_ptr<shm_reducer> reducer(new shm_reducer(map, total, rank, size, ring));
+  if (!what.direct) return reducer;
   // Direct reductions: every rank says where its arena is, then maps every other rank's; they go
   // direct only if every rank could.
   // (ATOMR_HOST_ARENA_MOST=0: this rank's host buffers are all on the heap; it offers no arena.)
@@ -321,7 +337,7 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
   ATOMR_ASSIGN_OR_RETURN(const int direct, agree_min(mapped, "agreeing whether all_reduces go direct"));
   reducer->direct_ok_ = direct == 1;
   if (!reducer->direct_ok_) {
-    log::get("cluster")->debug("host backend: shared-memory all_reduces copy through the ring ({})",
+    log::get("cluster")->debug("{}: shared-memory all_reduces copy through the ring ({})", what.user,
                                no_direct.empty() ? "another rank could not map every arena" : no_direct);
   }
   return reducer;

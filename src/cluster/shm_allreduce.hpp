@@ -82,6 +82,15 @@ class shm_reduction {
   std::size_t table_ = 0;  // direct: bytes of the piece table at the start of the ring's slot
 };
 
+// What a shm_reducer is opened for (shm_reducer::open): `user` names who it is for in logs and
+// errors; `direct`: whether reductions may go direct (the ranks share where their arenas are),
+// the same on every rank. A rank that does not want one (`wanted` false) still takes part, and
+// says no: then no rank has one.
+struct shm_purpose {
+  const char* user = "the host backend";
+  bool direct = true;
+  bool wanted = true;
+};
 class shm_reducer {
  public:
   // Reductions up to this size are reduced whole by every rank (one step fewer).
@@ -94,7 +103,8 @@ class shm_reducer {
   // ranks and is complete on every rank already. Errors only for MPI failures and timeouts.
   static result<std::unique_ptr<shm_reducer>> open(MPI_Comm parent, MPI_Comm comm, int rank, int size,
                                                    std::size_t ring_bytes,
-                                                   std::chrono::steady_clock::time_point deadline);
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   shm_purpose what = {});
   // The tag of those messages on `parent` ("ASM"; apart from the other tags on the world's
   // control communicator and the host backend's: send/recv "ATM", failure notices "ATN").
   static constexpr int k_tag = 0x41534d;

@@ -174,9 +174,15 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
   if (!backend) return fail(backend.error_value());
   const double backend_ms = lap();
   if (auto wrap = wrapper.load(std::memory_order_acquire); wrap != nullptr) backend = wrap(std::move(*backend));
+  auto votes = world_engine::open_vote_channel(control, control, (*backend)->graph_limit() > 0, deadline);
+  if (!votes) {
+    (*backend)->abort();
+    return fail(votes.error_value());
+  }
   const auto size = (*backend)->size();
   const auto first = (*backend)->rank(0);
-  auto engine = std::make_shared<world_engine>(control, std::move(backend).value(), std::move(members), options, id);
+  auto engine = std::make_shared<world_engine>(control, std::move(backend).value(), std::move(members), options, id,
+                                               std::move(votes).value());
   log::get("cluster")->debug(
       "world of {} ({} backend) up; this rank's first member is {} (ms: communicator and agreements {:.1f}, backend "
       "{:.1f}, engine {:.1f})",
@@ -188,6 +194,7 @@ result<std::unique_ptr<world>> world::split(int color, int key) {
   std::unique_ptr<detail::comm_backend> sub;
   MPI_Comm control = MPI_COMM_NULL;
   std::uint64_t id = 0;
+  std::unique_ptr<detail::shm_reducer> votes;
   const auto done = engine_->when_idle([&]() -> result<void> {
     const auto deadline = clock::now() + engine_->options().init_timeout;
     ATOMR_ASSIGN_OR_RETURN(sub, engine_->backend().split(color, key, deadline));
@@ -196,13 +203,19 @@ result<std::unique_ptr<world>> world::split(int color, int key) {
     if (control != MPI_COMM_NULL) {
       id = new_world_id();
       ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Bcast(&id, 1, MPI_UINT64_T, 0, control)));
+      ATOMR_ASSIGN_OR_RETURN(
+          votes, world_engine::open_vote_channel(engine_->control(), control, sub && sub->graph_limit() > 0, deadline));
     }
     return ok();
   });
-  if (!done) return done.error_value();
+  if (!done) {
+    if (sub) sub->abort();
+    return done.error_value();
+  }
   if (!sub) return std::unique_ptr<world>();
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN)));
-  auto engine = std::make_shared<world_engine>(control, std::move(sub), engine_->members(), engine_->options(), id);
+  auto engine = std::make_shared<world_engine>(control, std::move(sub), engine_->members(), engine_->options(), id,
+                                               std::move(votes));
   return std::unique_ptr<world>(new world(std::move(engine)));
 }
 

@@ -271,9 +271,26 @@ void world_engine::assist() {
   }
 }
 
+result<std::unique_ptr<detail::shm_reducer>> world_engine::open_vote_channel(MPI_Comm parent, MPI_Comm control,
+                                                                             bool votes, clock::time_point deadline) {
+  ATOMR_ASSIGN_OR_RETURN(const auto wanted, tunable_int(tunables::coll_vote_shm));
+  int size = 1;
+  int rank = 0;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(control, &size)));
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(control, &rank)));
+  // A vote is at most a kilobyte, one at a time: the least ring there is will do. (Every rank
+  // takes part, wanted or not: it is no rank's unless all want it.)
+  constexpr std::size_t k_vote_ring = 65536;
+  return detail::shm_reducer::open(
+      parent, control, rank, size, k_vote_ring, deadline,
+      {.user = "the world's CUDA graph votes", .direct = false, .wanted = votes && wanted != 0});
+}
+
 world_engine::world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backend> backend,
-                           std::vector<local::device> members, world_options options, std::uint64_t id)
+                           std::vector<local::device> members, world_options options, std::uint64_t id,
+                           std::unique_ptr<detail::shm_reducer> votes)
     : control_(control), backend_(std::move(backend)), members_(std::move(members)), options_(options), id_(id) {
+  vote_shm_ = std::move(votes);
   if (MPI_Comm_size(control_, &control_size_) != MPI_SUCCESS) control_size_ = backend_->size();
   if (MPI_Comm_rank(control_, &control_rank_) != MPI_SUCCESS) control_rank_ = 0;
   for (const auto& m : members_) {
@@ -527,6 +544,7 @@ world::stats_snapshot world_engine::stats() const {
   s.agreements = stats_.agreements.load(std::memory_order_acquire);
   s.assisted = stats_.assisted.load(std::memory_order_acquire);
   s.graph_votes = stats_.graph_votes.load(std::memory_order_acquire);
+  s.graph_votes_shared_memory = stats_.graph_votes_shared.load(std::memory_order_acquire);
   s.graph_captures = stats_.graph_captures.load(std::memory_order_acquire);
   s.graph_launches = stats_.graph_launches.load(std::memory_order_acquire);
   s.graph_chained = stats_.graph_chained.load(std::memory_order_acquire);
@@ -976,7 +994,7 @@ void world_engine::issue_ready(bool seal_now) {
   } sealed_on_exit{*this, seal_now};
   while (!failure_) {
     if (graph_vote_) {
-      auto done = graph_vote_->reduction->progress();
+      auto done = vote_done(*graph_vote_);
       if (!done) {
         return fail_world(done.error_value().with_context("agreeing on a CUDA graph across ranks"),
                           queue_.front().get());
@@ -1626,6 +1644,7 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
   // MPI, as the destructor leaves its communicator).
   if (exchange_) (void)exchange_.release();
   if (graph_vote_) (void)graph_vote_.release();
+  if (vote_shm_) vote_shm_->abandon();  // (the vote it held is the one let go of above)
   graph_decided_.reset();
   graph_voted_ = false;
   for (auto& ex : background_) (void)ex.release();

@@ -16,6 +16,7 @@
 #include "atomr/cluster/request_trace.hpp"
 #include "comm_backend.hpp"
 #include "host_allreduce.hpp"
+#include "shm_allreduce.hpp"
 #include "wait_assist.hpp"
 
 namespace atomr::cluster {
@@ -29,9 +30,17 @@ class world_engine {
  public:
   // `id` is the same on every rank of the world and differs between worlds: failure notices from
   // other ranks carry it, so a late notice for an earlier world on a reused communicator is ignored.
+  // `votes`: the shared-memory channel the CUDA graph votes go through (open_vote_channel), or
+  // nullptr (by MPI point-to-point messages on `control`).
   world_engine(MPI_Comm control, std::unique_ptr<detail::comm_backend> backend, std::vector<local::device> members,
-               world_options options, std::uint64_t id);
+               world_options options, std::uint64_t id, std::unique_ptr<detail::shm_reducer> votes = nullptr);
   ~world_engine();
+  // Collective over `control` (bounded by `deadline`; its ranks agree by messages on `parent`, as
+  // shm_reducer::open does): a shared-memory channel for the graph votes of a world on `control`,
+  // where every rank's backend votes (`votes`), every rank is on one node and ATOMR_COLL_VOTE_SHM
+  // allows everywhere; else nullptr.
+  static result<std::unique_ptr<detail::shm_reducer>> open_vote_channel(MPI_Comm parent, MPI_Comm control, bool votes,
+                                                                        std::chrono::steady_clock::time_point deadline);
 
   detail::comm_backend& backend() { return *backend_; }
   const std::vector<local::device>& members() const { return members_; }
@@ -148,6 +157,7 @@ class world_engine {
   struct counters {
     std::atomic<std::uint64_t> requests{0}, issues{0}, packed{0}, grouped{0}, agreements{0}, assisted{0};
     std::atomic<std::uint64_t> graph_votes{0}, graph_captures{0}, graph_launches{0}, graph_chained{0};
+    std::atomic<std::uint64_t> graph_votes_shared{0};
     std::atomic<std::uint64_t> most_unfreed{0};
   } stats_;
   // Set (under mutex_) while inbox_ holds requests: the busy progress thread looks here instead
@@ -292,10 +302,17 @@ class world_engine {
     // [0..2] for the chain's graph, and 1 if a rank cannot issue the chain at once (a request of
     // it waits for something other than the run's requests before it).
     std::int64_t value[k_chain_fields + 4 * k_graph_chains_most] = {};
-    // By point-to-point recursive doubling (host_allreduce): Open MPI's MPI_Iallreduce took 1-2 us
+    // Through the ranks' shared memory where they are on one node (vote_shm_), else by
+    // point-to-point recursive doubling (host_allreduce): Open MPI's MPI_Iallreduce took 1-2 us
     // longer at 2 ranks, on the path of every waited-for request.
+    std::shared_ptr<detail::shm_reduction> shared;
     std::unique_ptr<detail::host_allreduce> reduction;
   };
+  // The votes' shared-memory channel (nullptr: by MPI). One vote is in flight at a time, and every
+  // rank holds the same votes in the same order, so each is the channel's next reduction everywhere.
+  std::unique_ptr<detail::shm_reducer> vote_shm_;
+  // Advances the vote under way; true once its outcome is in.
+  result<bool> vote_done(graph_vote& v);
   // Decisions a vote made for requests behind its head, in order, until each reaches the head.
   struct graph_decision {
     std::uint64_t seq;

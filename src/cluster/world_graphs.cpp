@@ -143,6 +143,18 @@ void world_engine::start_graph_vote(std::size_t n, bool window) {
     v[3] = chain_ready[c] ? 0 : 1;
   }
   stats_.graph_votes.fetch_add(1, std::memory_order_release);
+  if (control_size_ > 1 && vote_shm_) {
+    auto started =
+        vote_shm_->start({{vote->value, vote->value, sizeof(vote->value)}}, MPI_INT64_T, MPI_MAX, sizeof(std::int64_t));
+    if (!started) {
+      return fail_world(started.error_value().with_context("agreeing on a CUDA graph across ranks"),
+                        queue_.front().get());
+    }
+    vote->shared = std::move(started).value();
+    stats_.graph_votes_shared.fetch_add(1, std::memory_order_release);
+    graph_vote_ = std::move(vote);
+    return;
+  }
   if (control_size_ > 1) {
     vote->reduction = std::make_unique<detail::host_allreduce>(control_, control_rank_, control_size_, vote->value,
                                                                static_cast<int>(std::size(vote->value)), MPI_INT64_T,
@@ -153,6 +165,12 @@ void world_engine::start_graph_vote(std::size_t n, bool window) {
   // Nobody to agree with: the vote is this rank's.
   graph_vote_ = std::move(vote);
   finish_graph_vote();
+}
+
+result<bool> world_engine::vote_done(graph_vote& v) {
+  if (!v.shared) return v.reduction->progress();
+  ATOMR_TRY(vote_shm_->progress());
+  return v.shared->done();
 }
 
 void world_engine::finish_graph_vote() {

@@ -128,8 +128,13 @@ result<std::unique_ptr<world>> world::shrink_backend(MPI_Comm next, const std::v
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(next, &me)));
   if (me == 0) id = detail::new_world_id();
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Bcast(&id, 1, MPI_UINT64_T, 0, next)));
-  auto engine =
-      std::make_shared<world_engine>(next, std::move(sub).value(), engine_->members(), engine_->options(), id);
+  auto votes = world_engine::open_vote_channel(next, next, (*sub)->graph_limit() > 0, deadline);
+  if (!votes) {
+    (*sub)->abort();
+    return votes.error_value();
+  }
+  auto engine = std::make_shared<world_engine>(next, std::move(sub).value(), engine_->members(), engine_->options(), id,
+                                               std::move(votes).value());
   return std::unique_ptr<world>(new world(std::move(engine)));
 }
 

@@ -4,6 +4,7 @@
 // so a launch that ran on stale inputs, or did not run, shows as a wrong value.
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
 #include "../mpi/world_fixture.hpp"
 
@@ -49,6 +50,10 @@ TEST_F(WorldGraphs, AnAllReduceRepeatedOnTheSameBuffersLaunchesItsGraph) {
   if (!graphs_on(*w)) GTEST_SKIP() << "values checked; no CUDA graphs on this backend";
   const auto s = w->stats();
   EXPECT_EQ(s.graph_votes, static_cast<std::uint64_t>(k));
+  // Ranks of one node vote through shared memory (ATOMR_COLL_VOTE_SHM, on unless 0).
+  const char* vote_shm = std::getenv("ATOMR_COLL_VOTE_SHM");
+  const bool shm_off = vote_shm != nullptr && std::string(vote_shm) == "0";
+  EXPECT_EQ(s.graph_votes_shared_memory, size_ > 1 && !shm_off ? static_cast<std::uint64_t>(k) : 0u);
   EXPECT_EQ(s.graph_captures, 1u);  // the second round
   EXPECT_EQ(s.graph_launches, static_cast<std::uint64_t>(k - 2));
 }

@@ -5,9 +5,11 @@
 // decisions must equal rank 0's: NCCL hangs or mixes calls up where ranks use graphs unalike.
 // (tests/gpu/test_world_graphs.cpp runs the same paths on NCCL and real graphs.)
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 
 #include "comm_backend.hpp"
 #include "world_fixture.hpp"
@@ -70,8 +72,11 @@ class graph_emulation final : public comm_backend {
   }
   std::optional<error> async_error() override { return inner_->async_error(); }
   void abort() override { inner_->abort(); }
+  // (A world split from this one votes as well.)
   result<std::unique_ptr<comm_backend>> split(int color, int key, cluster::detail::clock::time_point d) override {
-    return inner_->split(color, key, d);
+    ATOMR_ASSIGN_OR_RETURN(auto sub, inner_->split(color, key, d));
+    if (!sub) return sub;
+    return std::unique_ptr<comm_backend>(new graph_emulation(std::move(sub)));
   }
 
   std::size_t graph_limit() const override { return 1 << 20; }
@@ -200,6 +205,13 @@ class GraphVotes : public testing::world_fixture {
     MPI_Bcast(first.data(), n, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     EXPECT_EQ(mine, first);
   }
+  // How many of a world's `votes` go through shared memory: all of them where it has other ranks
+  // (this test's are on one machine) and ATOMR_COLL_VOTE_SHM is not 0; else none.
+  static std::uint64_t shared_votes(std::uint64_t votes, int world_size) {
+    const char* setting = std::getenv("ATOMR_COLL_VOTE_SHM");
+    const bool off = setting != nullptr && std::string(setting) == "0";
+    return world_size > 1 && !off ? votes : 0;
+  }
   static std::int32_t v(int r, int t, std::size_t j) { return 1000 * t + 100 * r + static_cast<std::int32_t>(j); }
   std::vector<std::int32_t> mine(int t, std::size_t n) const {
     std::vector<std::int32_t> out(n);
@@ -228,9 +240,48 @@ TEST_F(GraphVotes, ARepeatedRequestGoesAsUsualThenIsCapturedThenLaunched) {
   }
   const auto s = w->stats();
   EXPECT_EQ(s.graph_votes, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.graph_votes_shared_memory, shared_votes(k, size_));
   EXPECT_EQ(s.graph_captures, 1u);
   EXPECT_EQ(s.graph_launches, static_cast<std::uint64_t>(k - 2));
   expect_decided_alike();
+}
+
+TEST_F(GraphVotes, AWorldSplitFromAnotherVotesThroughItsOwnChannel) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  // Two halves (by parity), each voting on its own requests while the other votes on others.
+  const int color = rank_ % 2;
+  auto half = w->split(color, rank_);
+  ASSERT_TRUE(half) << half.error_value().describe();
+  ASSERT_TRUE(*half);
+  auto& sub = **half;
+  const int sub_size = sub.size();
+  ASSERT_EQ(sub_size, (size_ + 1 - color) / 2);
+  constexpr int k = 6;
+  const std::size_t n = 8 + static_cast<std::size_t>(color);  // (the halves' shapes differ)
+  auto send = buffer(std::vector<std::int32_t>(n, 0));
+  auto recv = buffer(std::vector<std::int32_t>(n, -1));
+  for (int t = 0; t < k; ++t) {
+    ASSERT_TRUE(dev_.upload(send, std::span<const std::int32_t>(mine(t, n))).get());
+    ASSERT_TRUE(sub.all_reduce(send, recv).get());
+    std::vector<std::int32_t> want(n, 0);
+    for (int r = color; r < size_; r += 2) {
+      for (std::size_t j = 0; j < n; ++j) want[j] += v(r, t, j);
+    }
+    ASSERT_EQ(read(recv), want) << "round " << t;
+  }
+  const auto s = sub.stats();
+  EXPECT_EQ(s.graph_votes, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.graph_votes_shared_memory, shared_votes(k, sub_size));
+  EXPECT_EQ(s.graph_launches, static_cast<std::uint64_t>(k - 2));
+  // The world it came from goes on voting through its own.
+  ASSERT_TRUE(dev_.upload(send, std::span<const std::int32_t>(mine(0, n))).get());
+  auto whole = buffer(std::vector<std::int32_t>(8, -1));
+  auto whole_send = buffer(std::vector<std::int32_t>(8, 0));
+  ASSERT_TRUE(dev_.upload(whole_send, std::span<const std::int32_t>(mine(1, 8))).get());
+  ASSERT_TRUE(w->all_reduce(whole_send, whole).get());
+  EXPECT_EQ(read(whole), summed(1, 8));
+  EXPECT_EQ(w->stats().graph_votes_shared_memory, shared_votes(1, size_));
 }
 
 TEST_F(GraphVotes, RanksThatAlternateBuffersDifferentlyNeverLaunch) {

@@ -469,10 +469,12 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
   const auto run_stats = w.stats();
   if (lead) {
     std::printf(
-        "# engine over the rows (rank 0): %llu requests in %llu issues, %llu packed; CUDA graphs: %llu votes, %llu "
-        "captures, %llu requests launched, %llu in chains; %llu issues through shared memory (%llu direct)\n",
+        "# engine over the rows (rank 0): %llu requests in %llu issues, %llu packed; CUDA graphs: %llu votes (%llu "
+        "through shared memory), %llu captures, %llu requests launched, %llu in chains; %llu issues through shared "
+        "memory (%llu direct)\n",
         static_cast<unsigned long long>(run_stats.requests), static_cast<unsigned long long>(run_stats.issues),
         static_cast<unsigned long long>(run_stats.packed), static_cast<unsigned long long>(run_stats.graph_votes),
+        static_cast<unsigned long long>(run_stats.graph_votes_shared_memory),
         static_cast<unsigned long long>(run_stats.graph_captures),
         static_cast<unsigned long long>(run_stats.graph_launches),
         static_cast<unsigned long long>(run_stats.graph_chained),
@@ -483,6 +485,7 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                                       {"issues", run_stats.issues},
                                       {"packed", run_stats.packed},
                                       {"graph_votes", run_stats.graph_votes},
+                                      {"graph_votes_shared_memory", run_stats.graph_votes_shared_memory},
                                       {"graph_captures", run_stats.graph_captures},
                                       {"graph_launches", run_stats.graph_launches},
                                       {"graph_chained", run_stats.graph_chained},

@@ -226,6 +226,9 @@ class world {
     // queued requests), graphs captured (of one request, or of a chain of 8 back to back), and
     // requests launched from a graph captured earlier (each request of a chain counts).
     std::uint64_t graph_votes = 0;
+    // Of those, the ones that went through the ranks' shared memory (every rank on one node,
+    // ATOMR_COLL_VOTE_SHM), not by MPI messages.
+    std::uint64_t graph_votes_shared_memory = 0;
     std::uint64_t graph_captures = 0;
     std::uint64_t graph_launches = 0;
     // Requests that went in a chain's graph (captured or launched).

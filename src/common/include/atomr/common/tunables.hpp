@@ -44,6 +44,11 @@ inline constexpr tunable coll_call_batch{
     "a long submit_all call of small all_reduces, planned whole: requests per packed batch (best a multiple of 128, "
     "the parts the call is handed over in)"};
 
+inline constexpr tunable coll_vote_shm{
+    "coll_vote_shm", "ATOMR_COLL_VOTE_SHM", "1",
+    "every rank of a world on one node: its CUDA graph votes go through shared memory; 0: by MPI point-to-point "
+    "messages (as across nodes)"};
+
 inline constexpr tunable host_rd_bytes{
     "host_rd_bytes", "ATOMR_HOST_RD_BYTES", "65536",
     "host backend: all_reduces (and packs) up to this size go by point-to-point recursive doubling; 0: MPI_Iallreduce"};
@@ -140,6 +145,7 @@ inline constexpr std::array k_all{&log,
                                   &coll_pack_bytes,
                                   &coll_seal_bytes,
                                   &coll_call_batch,
+                                  &coll_vote_shm,
                                   &nccl_blocking,
                                   &trace,
                                   &trace_requests,

@@ -321,8 +321,6 @@ void world::submit_call(std::vector<coll_spec>&& specs, std::vector<std::size_t>
     part.back()->ends_call = together != 0;
     hand_over(false);
   }
-  // Earlier calls' finished requests, freed here while the progress thread takes this one's.
-  engine_->free_given_back();
 }
 
 void world::trim_unused(coll_spec& spec) {
@@ -355,8 +353,6 @@ result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& mo
   for (const auto& b : spec.send) {
     if (!written(b.get())) r->reads.push_back({b.get(), b->writes_requested()});
   }
-  if (!spec.send.empty()) r->send_ptr = spec.send.front()->ptr;
-  if (!spec.recv.empty()) r->recv_ptr = spec.recv.front()->ptr;
   return r;
 }
 

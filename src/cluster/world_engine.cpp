@@ -257,7 +257,6 @@ void world_engine::assist() {
   if (resolving_.size() + retired_.size() > k_retired_most) {
     resolve_finished(resolving_.size());
     free_retired(false);
-    free_given_back();  // (this is a caller's thread)
   }
   // Requests this caller took from the inbox are the progress thread's to watch as well: it may
   // have gone to sleep for its 100 ms (nothing open, the inbox empty) just after this caller
@@ -497,10 +496,7 @@ void world_engine::hand_over(Accept&& accept_all, bool more_coming) {
     if (assist_hook_) complete_finished(true);
     // The progress thread polls what is left (and is the watchdog for it). What finished here
     // needs nothing from it: kicking it anyway had it take the locks this caller takes next.
-    if (!has_work()) {  // (all of them: nothing is open; this is a caller's thread)
-      free_given_back();
-      return free_retired(true);
-    }
+    if (!has_work()) return free_retired(true);  // (all of them: nothing is open)
     // Only the progress thread clears the kick, and only holding issue_mutex_ (as this caller
     // does now): one already set stays set until that thread has looked.
     if (kick_.load(std::memory_order_acquire)) return;
@@ -722,13 +718,10 @@ void world_engine::run() {
     // A few while a call planned whole is coming in: its next part waits for this turn's end.)
     resolve_finished(!planned_.empty() ? k_planned_resolves : has_open() ? k_resolve_chunk : resolving_.size());
     free_retired(false);
-    const bool handed_back = free_stale_given_back();
     span(slow_phase::resolve_free);
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
                                        graph_vote_ != nullptr, resolving_.size());
-    // (Freeing goes on a chunk a turn, without sleeping; so does the wait for a caller to take
-    // what was handed back.)
-    busy = has_work() || !retired_.empty() || handed_back;
+    busy = has_work() || !retired_.empty();  // (freeing goes on a chunk a turn, without sleeping)
     issuing.unlock();
     if (before != after) {
       last_change = clock::now();
@@ -1490,9 +1483,6 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
 }
 
 void world_engine::resolve_finished(std::size_t most) {
-  if (resolving_.empty() || most == 0) return;
-  std::vector<std::unique_ptr<coll_request>> settled;
-  settled.reserve(std::min(most, resolving_.size()));
   for (std::size_t i = 0; i < most && !resolving_.empty(); ++i) {
     auto& r = *resolving_.front();
     r.done.settle();
@@ -1500,45 +1490,9 @@ void world_engine::resolve_finished(std::size_t most) {
       r.stamp(trace_stage::resolved);
       request_trace::get().add(*r.trace);
     }
-    settled.push_back(std::move(resolving_.front()));
+    retired_.push_back(std::move(resolving_.front()));
     resolving_.pop_front();
   }
-  std::lock_guard lock(give_back_mutex_);
-  if (give_back_.empty()) {
-    given_back_at_ = clock::now();
-    give_back_.swap(settled);
-  } else {
-    give_back_.insert(give_back_.end(), std::make_move_iterator(settled.begin()),
-                      std::make_move_iterator(settled.end()));
-  }
-  if (const auto unfreed = give_back_.size() + retired_.size() + resolving_.size();
-      unfreed > stats_.most_unfreed.load(std::memory_order_relaxed)) {
-    stats_.most_unfreed.store(unfreed, std::memory_order_release);
-  }
-  give_back_flag_.store(true, std::memory_order_release);
-}
-
-void world_engine::free_given_back() {
-  if (!give_back_flag_.load(std::memory_order_acquire)) return;
-  std::vector<std::unique_ptr<coll_request>> mine;
-  {
-    std::lock_guard lock(give_back_mutex_);
-    mine.swap(give_back_);
-    give_back_flag_.store(false, std::memory_order_release);
-  }
-  // (Freed here, outside the lock.)
-}
-
-bool world_engine::free_stale_given_back() {
-  if (!give_back_flag_.load(std::memory_order_acquire)) return false;
-  std::vector<std::unique_ptr<coll_request>> stale;
-  {
-    std::lock_guard lock(give_back_mutex_);
-    if (give_back_.size() <= k_retired_most && clock::now() - given_back_at_ < k_give_back_wait) return true;
-    stale.swap(give_back_);
-    give_back_flag_.store(false, std::memory_order_release);
-  }
-  return false;
 }
 
 void world_engine::free_retired(bool all) {

@@ -57,10 +57,6 @@ class world_engine {
   std::vector<future<void>> submit_all(std::vector<std::unique_ptr<detail::coll_request>> rs, std::uint64_t together,
                                        bool more_coming = false);
   std::uint64_t together_id() { return next_together_.fetch_add(1, std::memory_order_relaxed); }
-  // Frees, on the calling thread, the finished requests of earlier submit_all calls that the
-  // progress thread handed back (see give_back_). A caller calls it once it has handed its own
-  // call over.
-  void free_given_back();
   // A long submit_all call of small all_reduces is handed over in parts of this many.
   static constexpr std::size_t k_submit_part = 128;
   // Whether `r` is a small all_reduce this world packs with others.
@@ -238,25 +234,8 @@ class world_engine {
   static constexpr std::size_t k_fulfil_most = 64;
   std::size_t last_finished_ = 0;  // by the last complete_finished
   std::size_t last_alone_ = 0;     // of them, submitted alone
-  // Fulfils up to `most` futures of resolving_ (in order) and hands their requests back to the
-  // callers (give_back_).
+  // Fulfils up to `most` futures of resolving_ (in order) and retires their requests.
   void resolve_finished(std::size_t most);
-  // Finished requests of submit_all calls, settled, for the next caller that hands a call over to
-  // free on its own thread (free_given_back). Freeing a request drops its buffers' references:
-  // on the progress thread, every block's count (its first line) went to that thread's core and
-  // back to the caller's, whose next call's specs take the same buffers again, for every buffer
-  // of every call (on the GPU machine's VM a line costs 150-240 ns to move between cores).
-  // Freed by the caller, the line stays on its core (the backends read a request's pointers from
-  // the request: coll_request::send_ptr), and so does the request's storage, which the caller's
-  // next requests reuse. Requests no caller takes within k_give_back_wait (a program that made
-  // its last call) the progress thread frees itself, as it does those submitted alone (retired_).
-  mutable std::mutex give_back_mutex_;
-  std::vector<std::unique_ptr<detail::coll_request>> give_back_;  // (under give_back_mutex_)
-  std::chrono::steady_clock::time_point given_back_at_{};         // when give_back_ last filled (under it)
-  alignas(64) std::atomic<bool> give_back_flag_{false};           // give_back_ holds requests
-  static constexpr auto k_give_back_wait = std::chrono::milliseconds(2);
-  // The progress thread: frees what no caller took in time; true while some wait to be taken.
-  bool free_stale_given_back();
   // Frees a chunk of retired_ (all of it where `all`).
   void free_retired(bool all);
   // Requests queued or in flight, or an exchange under way (under issue_mutex_).

@@ -844,9 +844,9 @@ TEST_F(Collectives, FinishedRequestsAreFreedWhileCallsComeBackToBack) {
 }
 
 TEST_F(Collectives, ACallsFinishedRequestsLetGoOfTheirBuffers) {
-  // A submit_all call's finished requests are freed by the next call's caller (on its own thread);
-  // where no call comes, the engine frees them itself soon after. Either way no request holds a
-  // buffer for long after its call ended: the program's reference is then the only one left.
+  // The engine frees a submit_all call's finished requests between its turns, and all of them
+  // once nothing is open: whether or not another call comes, no request holds a buffer for long
+  // after its call ended, and the program's reference is then the only one left.
   auto w = make_world();
   ASSERT_TRUE(w);
   constexpr int k = 300;
@@ -862,7 +862,7 @@ TEST_F(Collectives, ACallsFinishedRequestsLetGoOfTheirBuffers) {
     return only_ours(bufs);
   };
   for (auto& f : w->submit_all(sums_in_place(first))) ASSERT_TRUE(f.get());
-  EXPECT_TRUE(soon(first)) << "no further call: the engine frees the requests itself";
+  EXPECT_TRUE(soon(first)) << "no further call";
   for (int c = 0; c < 3; ++c) {
     ASSERT_TRUE(w->submit_group(sums_in_place(c % 2 == 0 ? second : first)).get()) << "call " << c;
   }

@@ -10,6 +10,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -186,6 +187,17 @@ class nccl_backend final : public comm_backend {
     }
   }
   ~nccl_backend() override {
+    if (pack_timing_.batches > 0) {
+      const auto& t = pack_timing_;
+      const double n = static_cast<double>(t.batches);
+      log::get("cluster")->info(
+          "packed NCCL batches issued while tracing: {} of {:.0f} requests on average; us a batch: waits and device "
+          "{:.1f}, slots {:.1f}, pack buffer {:.1f}, tables {:.1f}, upload and gather {:.1f}, NCCL call {:.1f}, "
+          "scatter "
+          "and frees {:.1f}",
+          t.batches, static_cast<double>(t.requests) / n, t.us[0] / n, t.us[1] / n, t.us[2] / n, t.us[3] / n,
+          t.us[4] / n, t.us[5] / n, t.us[6] / n);
+    }
     {
       // Finalizing waits for the peers (a blocking communicator, in the call).
       const auto deadline = clock::now() + std::chrono::seconds(10);
@@ -395,9 +407,12 @@ class nccl_backend final : public comm_backend {
   }
 
   result<void> issue_packed(std::span<coll_request* const> batch, const member_waits& waits) override {
+    // ATOMR_TRACE: where a batch's issue goes, step by step (logged when the backend ends).
+    pack_clock lap(batch.front()->traced ? &pack_timing_ : nullptr);
     ATOMR_TRY(wait_for(waits));
     auto& m = members_[0];
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
+    lap(0);
     const auto type = batch.front()->spec.type;
     std::size_t total = 0;
     std::vector<std::size_t> offsets;
@@ -407,10 +422,12 @@ class nccl_backend final : public comm_backend {
       offsets.push_back(total);
       total += (batch[i]->bytes() + 15) / 16 * 16;  // 16-byte aligned slots keep the copies wide
     }
+    lap(1);
     auto st = std::make_shared<nccl_state>();
     st->descs.reserve(2 * batch.size());
     void* pack = nullptr;
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocFromPoolAsync(&pack, total, m.pack_pool, m.stream)));
+    lap(2);
     auto* base = static_cast<std::byte*>(pack);
     for (std::size_t i = 0; i < batch.size(); ++i) {
       st->descs.push_back({batch[i]->spec.send[0]->ptr, base + offsets[i], batch[i]->bytes()});
@@ -418,6 +435,7 @@ class nccl_backend final : public comm_backend {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       st->descs.push_back({base + offsets[i], batch[i]->spec.recv[0]->ptr, batch[i]->bytes()});
     }
+    lap(3);
     void* descs = nullptr;
     const auto desc_bytes = st->descs.size() * sizeof(copy_desc);
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocFromPoolAsync(&descs, desc_bytes, m.pack_pool, m.stream)));
@@ -425,6 +443,7 @@ class nccl_backend final : public comm_backend {
     const auto* d = static_cast<const copy_desc*>(descs);
     const int k = static_cast<int>(batch.size());
     ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d, k, m.stream)));
+    lap(4);
     stall_watch::scope guard(watch_, batch.front()->deadline, "a packed NCCL all_reduce (waiting for a peer)");
     // The slots' padding is reduced too (garbage in, garbage out, never copied back).
     const std::size_t elems = total / local::size_of(type);
@@ -432,10 +451,13 @@ class nccl_backend final : public comm_backend {
         ncclAllReduce(pack, pack, elems, nccl_type(type), nccl_op(batch.front()->spec.params.op), m.comm, m.stream)));
     ATOMR_TRY(finish_nccl(batch.front()->deadline));
     coll_request::stamp_all(batch, trace_stage::called);
+    lap(5);
     ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d + k, k, m.stream)));
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(pack, m.stream)));
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(descs, m.stream)));
     for (auto* r : batch) r->state = st;
+    lap(6);
+    lap.done(batch.size());
     return ok();
   }
 
@@ -660,6 +682,33 @@ class nccl_backend final : public comm_backend {
     if (status == ncclInProgress) in_progress_ = true;
     return atomr::detail::check_nccl(status, call, file, line);
   }
+
+  // ATOMR_TRACE: a packed batch's issue, step by step (see issue_packed), summed over the batches.
+  struct pack_timing {
+    std::uint64_t batches = 0;
+    std::uint64_t requests = 0;
+    std::array<double, 7> us{};
+  } pack_timing_;
+  // Adds the time since the last lap to step `i` (nothing where `to` is null).
+  class pack_clock {
+   public:
+    explicit pack_clock(pack_timing* to) : to_(to), last_(to ? clock::now() : clock::time_point{}) {}
+    void operator()(std::size_t i) {
+      if (to_ == nullptr) return;
+      const auto now = clock::now();
+      to_->us[i] += std::chrono::duration<double, std::micro>(now - last_).count();
+      last_ = now;
+    }
+    void done(std::size_t requests) {
+      if (to_ == nullptr) return;
+      ++to_->batches;
+      to_->requests += requests;
+    }
+
+   private:
+    pack_timing* to_;
+    clock::time_point last_;
+  };
 
   MPI_Comm control_;
   std::vector<member> members_;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -188,6 +189,11 @@ class nccl_backend final : public comm_backend {
   }
   ~nccl_backend() override {
     if (pack_timing_.batches > 0) {
+      if (!aborted_) {
+        cudaSetDevice(members_[0].device);
+        cudaStreamSynchronize(members_[0].stream);
+        harvest_gpu_times();
+      }
       const auto& t = pack_timing_;
       const double n = static_cast<double>(t.batches);
       log::get("cluster")->info(
@@ -197,7 +203,19 @@ class nccl_backend final : public comm_backend {
           "and frees {:.1f}",
           t.batches, static_cast<double>(t.requests) / n, t.us[0] / n, t.us[1] / n, t.us[2] / n, t.us[3] / n,
           t.us[4] / n, t.us[5] / n, t.us[6] / n);
+      if (t.gpu_batches > 0) {
+        const double g = static_cast<double>(t.gpu_batches);
+        log::get("cluster")->info(
+            "on the GPU, us a packed batch ({} timed): upload and gather {:.1f}, NCCL {:.1f}, scatter {:.1f}; idle "
+            "before it {:.1f} (since the batch before it ended)",
+            t.gpu_batches, t.gpu_us[0] / g, t.gpu_us[1] / g, t.gpu_us[2] / g, t.gpu_us[3] / g);
+      }
     }
+    for (auto& stamps : gpu_stamps_) {
+      for (auto* e : stamps) cudaEventDestroy(e);
+    }
+    for (auto* e : free_stamps_) cudaEventDestroy(e);
+    if (last_stamp_ != nullptr) cudaEventDestroy(last_stamp_);
     {
       // Finalizing waits for the peers (a blocking communicator, in the call).
       const auto deadline = clock::now() + std::chrono::seconds(10);
@@ -436,6 +454,10 @@ class nccl_backend final : public comm_backend {
       st->descs.push_back({base + offsets[i], batch[i]->recv_ptr, batch[i]->bytes()});
     }
     lap(3);
+    // ATOMR_TRACE: the batch's steps on the GPU, by timing events (read once they are done).
+    std::array<cudaEvent_t, 4> stamps{};
+    const bool stamped = batch.front()->traced && take_stamps(stamps);
+    if (stamped) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[0], m.stream)));
     void* descs = nullptr;
     const auto desc_bytes = st->descs.size() * sizeof(copy_desc);
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocFromPoolAsync(&descs, desc_bytes, m.pack_pool, m.stream)));
@@ -443,6 +465,7 @@ class nccl_backend final : public comm_backend {
     const auto* d = static_cast<const copy_desc*>(descs);
     const int k = static_cast<int>(batch.size());
     ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d, k, m.stream)));
+    if (stamped) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[1], m.stream)));
     lap(4);
     stall_watch::scope guard(watch_, batch.front()->deadline, "a packed NCCL all_reduce (waiting for a peer)");
     // The slots' padding is reduced too (garbage in, garbage out, never copied back).
@@ -452,7 +475,13 @@ class nccl_backend final : public comm_backend {
     ATOMR_TRY(finish_nccl(batch.front()->deadline));
     coll_request::stamp_all(batch, trace_stage::called);
     lap(5);
+    if (stamped) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[2], m.stream)));
     ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d + k, k, m.stream)));
+    if (stamped) {
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[3], m.stream)));
+      gpu_stamps_.push_back(stamps);
+      harvest_gpu_times();
+    }
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(pack, m.stream)));
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(descs, m.stream)));
     for (auto* r : batch) r->state = st;
@@ -688,7 +717,42 @@ class nccl_backend final : public comm_backend {
     std::uint64_t batches = 0;
     std::uint64_t requests = 0;
     std::array<double, 7> us{};
+    // On the GPU: upload and gather, NCCL, scatter, and the idle time since the batch before ended.
+    std::uint64_t gpu_batches = 0;
+    std::array<double, 4> gpu_us{};
   } pack_timing_;
+  std::deque<std::array<cudaEvent_t, 4>> gpu_stamps_;  // recorded, not read yet (oldest first)
+  std::vector<cudaEvent_t> free_stamps_;
+  cudaEvent_t last_stamp_ = nullptr;  // the end of the last batch read (kept until the next is)
+  bool take_stamps(std::array<cudaEvent_t, 4>& out) {
+    for (auto& e : out) {
+      if (!free_stamps_.empty()) {
+        e = free_stamps_.back();
+        free_stamps_.pop_back();
+      } else if (cudaEventCreate(&e) != cudaSuccess) {
+        return false;
+      }
+    }
+    return true;
+  }
+  // Reads the batches whose stamps are done, in order.
+  void harvest_gpu_times() {
+    auto& t = pack_timing_;
+    while (!gpu_stamps_.empty() && cudaEventQuery(gpu_stamps_.front()[3]) == cudaSuccess) {
+      const auto st = gpu_stamps_.front();
+      gpu_stamps_.pop_front();
+      float ms[4] = {0, 0, 0, 0};
+      cudaEventElapsedTime(&ms[0], st[0], st[1]);
+      cudaEventElapsedTime(&ms[1], st[1], st[2]);
+      cudaEventElapsedTime(&ms[2], st[2], st[3]);
+      if (last_stamp_ != nullptr) cudaEventElapsedTime(&ms[3], last_stamp_, st[0]);
+      for (std::size_t i = 0; i < 4; ++i) t.gpu_us[i] += 1e3 * static_cast<double>(ms[i]);
+      ++t.gpu_batches;
+      if (last_stamp_ != nullptr) free_stamps_.push_back(last_stamp_);
+      free_stamps_.insert(free_stamps_.end(), st.begin(), st.begin() + 3);
+      last_stamp_ = st[3];
+    }
+  }
   // Adds the time since the last lap to step `i` (nothing where `to` is null).
   class pack_clock {
    public:

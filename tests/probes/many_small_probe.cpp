@@ -80,7 +80,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "device: %s\n", dev.error_value().describe().c_str());
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    auto w = ac::world::create(MPI_COMM_WORLD, {*dev}, {});
+    // (The world's settings from the environment, as atomr's commands take them: ATOMR_COLL_*.)
+    auto options = ac::world_options::from_environment();
+    if (!options) {
+      std::fprintf(stderr, "options: %s\n", options.error_value().describe().c_str());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    auto w = ac::world::create(MPI_COMM_WORLD, {*dev}, *options);
     if (!w) {
       std::fprintf(stderr, "world: %s\n", w.error_value().describe().c_str());
       MPI_Abort(MPI_COMM_WORLD, 1);

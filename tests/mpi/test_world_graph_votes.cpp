@@ -476,6 +476,32 @@ TEST_F(GraphVotes, ASubmitAllCallMetInTheLatencyWindowStillPacksWhole) {
   }
 }
 
+TEST_F(GraphVotes, AVoteARankNeverTakesPartInFailsByTheDeadline) {
+  // The vote goes through shared memory where the ranks share a node (by MPI otherwise); either
+  // way a rank that never votes is a timeout and an abort by the request's deadline, not a hang.
+  if (size_ < 2) GTEST_SKIP() << "needs 2 ranks";
+  using namespace std::chrono_literals;
+  cluster::world_options o;
+  o.op_timeout = 500ms;
+  auto w = make_world(o);
+  ASSERT_TRUE(w);
+  auto b = buffer(std::vector<std::int32_t>(16, 1));
+  ASSERT_TRUE(w->all_reduce(b).get());  // every rank voted once
+  EXPECT_EQ(w->stats().graph_votes_shared_memory, shared_votes(1, size_));
+  if (rank_ != 0) return;  // withholds its vote on the next one
+  const auto start = std::chrono::steady_clock::now();
+  auto pending = w->all_reduce(b);
+  ASSERT_FALSE(pending.get());
+  const auto took = std::chrono::steady_clock::now() - start;
+  const auto e = pending.get().error_value();
+  EXPECT_EQ(e.code(), errc::timeout) << e.describe();
+  EXPECT_NE(e.message().find("all_reduce #2"), std::string::npos) << e.message();
+  EXPECT_GE(took, 500ms);
+  EXPECT_LT(took, 1500ms);  // deadline + 1 s
+  EXPECT_EQ(w->stats().graph_votes, 2u);
+  ASSERT_TRUE(w->failure());
+}
+
 TEST_F(GraphVotes, BuffersThatNeverRepeatStopBeingVotedOn) {
   auto w = make_world();
   ASSERT_TRUE(w);

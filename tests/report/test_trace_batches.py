@@ -73,6 +73,31 @@ class Synthetic(unittest.TestCase):
             self.assertAlmostEqual(have, want, places=1)
 
 
+class OneClock(unittest.TestCase):
+    def test_two_ranks_files_are_read_against_the_earliest_hand_off_of_either(self):
+        # Rank 0 hands its request over at 1000 us, rank 1 at 1030; each agreed 10 us later.
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = []
+            for rank, handed in ((0, 1000.0), (1, 1030.0)):
+                events = [span("hand-off", 5, 1, handed, 0.5), span("plan agreement", 5, 1, handed + 0.5, 9.5),
+                          span("NCCL/MPI call", 5, 1, handed + 10.0, 2.0),
+                          span("on the device", 5, 1, handed + 12.0, 3.0),
+                          span("resolve future", 5, 1, handed + 15.0, 1.0)]
+                paths.append(os.path.join(tmp, f"t.rank{rank}.json"))
+                with open(paths[-1], "w", encoding="utf-8") as f:
+                    json.dump({"traceEvents": events}, f)
+            own = run_script(*paths)
+            common = run_script("--one-clock", *paths)
+        self.assertEqual(own.returncode, 0, own.stderr)
+        self.assertEqual(common.returncode, 0, common.stderr)
+        # Each file on its own clock: both rows start at 0. On one clock: rank 1's starts at 30.
+        self.assertEqual([row[2] for row in rows(own.stdout)], [0.0, 0.0], own.stdout)
+        got = rows(common.stdout)
+        self.assertEqual([row[2] for row in got], [0.0, 30.0], common.stdout)
+        self.assertAlmostEqual(got[1][4], 40.0, places=1)  # rank 1's plan agreed at 1040
+        self.assertIn("after the first hand-off in any file", common.stdout)
+
+
 class BadInput(unittest.TestCase):
     def test_a_missing_file_and_a_foreign_json_each_get_one_line(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +113,7 @@ class BadInput(unittest.TestCase):
     def test_no_file_prints_the_usage_and_fails(self):
         r = run_script()
         self.assertEqual(r.returncode, 2)
-        self.assertIn("Usage: trace-batches FILE", r.stdout)
+        self.assertIn("Usage: trace-batches [--one-clock] FILE", r.stdout)
 
 
 class HostBackendRun(unittest.TestCase):

@@ -40,12 +40,6 @@ struct coll_request {
   static void* operator new(std::size_t bytes);
   static void operator delete(void* p, std::size_t bytes) noexcept;
   coll_spec spec;
-  // The first member's send and recv buffers' pointers (null where the kind uses none), read by
-  // the caller as it makes the request. The backends read them here, not in the blocks: a block's
-  // first line holds its reference count, which the caller's specs change on every call, and the
-  // progress thread reading that line for the pointer pulled it away from the caller each time.
-  void* send_ptr = nullptr;
-  void* recv_ptr = nullptr;
   std::size_t count = 0;  // resolved: elements per rank, as NCCL counts them
   std::uint64_t seq = 0;  // 1, 2, ... in submission order, the same on every rank
   clock::time_point deadline;
@@ -115,10 +109,12 @@ struct coll_request {
   }
   // (Reads `writes` and `spec`: prefetch() this request some iterations before.)
   void prefetch_buffers() const {
-    // The blocks' write marks, two lines on (see local::buffer_block); not their first lines,
-    // which stay with the caller (see send_ptr).
-    for (const auto& t : writes) __builtin_prefetch(reinterpret_cast<const char*>(t.block) + 128);
-    for (const auto& t : reads) __builtin_prefetch(reinterpret_cast<const char*>(t.block) + 128);
+    for (const auto& t : writes) {
+      // The block's pointer, and its write marks two lines on (see local::buffer_block).
+      __builtin_prefetch(t.block);
+      __builtin_prefetch(reinterpret_cast<const char*>(t.block) + 128);
+    }
+    for (const auto& b : spec.send) __builtin_prefetch(b.get());
   }
 
   // "all_reduce #17 (4096 x f32, sum)"

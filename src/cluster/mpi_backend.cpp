@@ -201,8 +201,8 @@ class mpi_backend final : public comm_backend {
     const int n = static_cast<int>(r.count);
     const MPI_Datatype t = mpi_type(r.spec.type);
     const auto& p = r.spec.params;
-    void* send = r.send_ptr;
-    void* recv = r.recv_ptr;
+    void* send = r.spec.send.empty() || !r.spec.send[0] ? nullptr : r.spec.send[0]->ptr;
+    void* recv = r.spec.recv.empty() || !r.spec.recv[0] ? nullptr : r.spec.recv[0]->ptr;
     const bool in_place = send != nullptr && send == recv;
     MPI_Request q = MPI_REQUEST_NULL;
     const auto bytes = r.bytes();
@@ -285,7 +285,7 @@ class mpi_backend final : public comm_backend {
       // Straight from the requests' buffers into the shared ring and back: no pack.
       std::vector<shm_piece> pieces;
       pieces.reserve(batch.size());
-      for (const auto* r : batch) pieces.push_back({r->send_ptr, r->recv_ptr, r->bytes()});
+      for (const auto* r : batch) pieces.push_back({r->spec.send[0]->ptr, r->spec.recv[0]->ptr, r->bytes()});
       auto st = std::make_shared<host_state>();
       ATOMR_ASSIGN_OR_RETURN(MPI_Op mop, mpi_op(type, op));
       if (op == reduce_op::avg) {
@@ -304,10 +304,10 @@ class mpi_backend final : public comm_backend {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       // (Another thread made the requests: ask for their buffers' lines, then their data, ahead.)
       if (i + 8 < batch.size()) batch[i + 8]->prefetch_buffers();
-      if (i + 4 < batch.size()) __builtin_prefetch(batch[i + 4]->send_ptr);
+      if (i + 4 < batch.size()) __builtin_prefetch(batch[i + 4]->spec.send[0]->ptr);
       const auto* r = batch[i];
-      std::memcpy(pack.get() + offset, r->send_ptr, r->bytes());
-      outs.emplace_back(r->recv_ptr, offset);
+      std::memcpy(pack.get() + offset, r->spec.send[0]->ptr, r->bytes());
+      outs.emplace_back(r->spec.recv[0]->ptr, offset);
       offset += r->bytes();
     }
     auto st = std::make_shared<host_state>();

@@ -380,8 +380,8 @@ class nccl_backend final : public comm_backend {
     // member was a runtime call on every request's path that raw NCCL does not make.)
     for (std::size_t i = 0; i < members_.size(); ++i) {
       auto& m = members_[i];
-      auto* send = r.spec.send.empty() ? nullptr : static_cast<std::byte*>(i == 0 ? r.send_ptr : r.spec.send[i]->ptr);
-      auto* recv = r.spec.recv.empty() ? nullptr : static_cast<std::byte*>(i == 0 ? r.recv_ptr : r.spec.recv[i]->ptr);
+      auto* send = r.spec.send.empty() ? nullptr : static_cast<std::byte*>(r.spec.send[i]->ptr);
+      auto* recv = r.spec.recv.empty() ? nullptr : static_cast<std::byte*>(r.spec.recv[i]->ptr);
       const bool in_place = send != nullptr && send == recv;
       const int me = ranks_[i];
       const int root = r.spec.params.root;
@@ -448,10 +448,10 @@ class nccl_backend final : public comm_backend {
     lap(2);
     auto* base = static_cast<std::byte*>(pack);
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      st->descs.push_back({batch[i]->send_ptr, base + offsets[i], batch[i]->bytes()});
+      st->descs.push_back({batch[i]->spec.send[0]->ptr, base + offsets[i], batch[i]->bytes()});
     }
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      st->descs.push_back({base + offsets[i], batch[i]->recv_ptr, batch[i]->bytes()});
+      st->descs.push_back({base + offsets[i], batch[i]->spec.recv[0]->ptr, batch[i]->bytes()});
     }
     lap(3);
     // ATOMR_TRACE: the batch's steps on the GPU, by timing events (read once they are done).

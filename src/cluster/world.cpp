@@ -353,8 +353,6 @@ result<std::unique_ptr<detail::coll_request>> world::make_request(coll_spec&& mo
   for (const auto& b : spec.send) {
     if (!written(b.get())) r->reads.push_back({b.get(), b->writes_requested()});
   }
-  if (!spec.send.empty()) r->send_ptr = spec.send.front()->ptr;
-  if (!spec.recv.empty()) r->recv_ptr = spec.recv.front()->ptr;
   return r;
 }
 

@@ -17,4 +17,16 @@ struct copy_desc {
 // Copies every `descs[i]` (the array itself in device memory) on `stream`.
 cudaError_t launch_batched_copy(const copy_desc* descs, int count, cudaStream_t stream);
 
+// One request's slot in a pack buffer: its own buffer, and where in the pack its bytes go.
+struct pack_entry {
+  void* user;
+  std::size_t offset;
+  std::size_t bytes;
+};
+
+// Copies each entry's bytes from its user buffer into `pack + offset` (gather) or back (scatter)
+// on `stream`. The table travels as the kernels' parameters (up to 1024 entries a launch, under
+// CUDA's 32 KiB), so nothing is allocated or uploaded and the host may reuse `entries` at once.
+cudaError_t launch_pack_copy(const pack_entry* entries, int count, void* pack, bool gather, cudaStream_t stream);
+
 }  // namespace atomr::cluster::detail

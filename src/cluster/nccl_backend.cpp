@@ -166,7 +166,6 @@ result<std::size_t> graph_bytes_from_environment() {
 
 struct nccl_state {
   std::vector<std::shared_ptr<void>> events;  // per member, from the seal (empty until then)
-  std::vector<copy_desc> descs;               // packed: kept until done
   bool finished = false;                      // the events passed: a packed batch asks once
 };
 
@@ -198,7 +197,7 @@ class nccl_backend final : public comm_backend {
       const double n = static_cast<double>(t.batches);
       log::get("cluster")->info(
           "packed NCCL batches issued while tracing: {} of {:.0f} requests on average; us a batch: waits and device "
-          "{:.1f}, slots {:.1f}, pack buffer {:.1f}, tables {:.1f}, upload and gather {:.1f}, NCCL call {:.1f}, "
+          "{:.1f}, slots {:.1f}, pack buffer {:.1f}, table {:.1f}, gather {:.1f}, NCCL call {:.1f}, "
           "scatter "
           "and frees {:.1f}",
           t.batches, static_cast<double>(t.requests) / n, t.us[0] / n, t.us[1] / n, t.us[2] / n, t.us[3] / n,
@@ -206,7 +205,7 @@ class nccl_backend final : public comm_backend {
       if (t.gpu_batches > 0) {
         const double g = static_cast<double>(t.gpu_batches);
         log::get("cluster")->info(
-            "on the GPU, us a packed batch ({} timed): upload and gather {:.1f}, NCCL {:.1f}, scatter {:.1f}; idle "
+            "on the GPU, us a packed batch ({} timed): gather {:.1f}, NCCL {:.1f}, scatter {:.1f}; idle "
             "before it {:.1f} (since the batch before it ended)",
             t.gpu_batches, t.gpu_us[0] / g, t.gpu_us[1] / g, t.gpu_us[2] / g, t.gpu_us[3] / g);
       }
@@ -442,29 +441,23 @@ class nccl_backend final : public comm_backend {
     }
     lap(1);
     auto st = std::make_shared<nccl_state>();
-    st->descs.reserve(2 * batch.size());
     void* pack = nullptr;
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocFromPoolAsync(&pack, total, m.pack_pool, m.stream)));
     lap(2);
-    auto* base = static_cast<std::byte*>(pack);
+    // The table goes with the kernels as their parameters: no allocation, no upload, and the
+    // scratch is free again as soon as the launches return.
+    auto& table = pack_entries_;
+    table.clear();
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      st->descs.push_back({batch[i]->spec.send[0]->ptr, base + offsets[i], batch[i]->bytes()});
-    }
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      st->descs.push_back({base + offsets[i], batch[i]->spec.recv[0]->ptr, batch[i]->bytes()});
+      table.push_back({batch[i]->spec.send[0]->ptr, offsets[i], batch[i]->bytes()});
     }
     lap(3);
     // ATOMR_TRACE: the batch's steps on the GPU, by timing events (read once they are done).
     std::array<cudaEvent_t, 4> stamps{};
     const bool stamped = batch.front()->traced && take_stamps(stamps);
     if (stamped) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[0], m.stream)));
-    void* descs = nullptr;
-    const auto desc_bytes = st->descs.size() * sizeof(copy_desc);
-    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocFromPoolAsync(&descs, desc_bytes, m.pack_pool, m.stream)));
-    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMemcpyAsync(descs, st->descs.data(), desc_bytes, cudaMemcpyHostToDevice, m.stream)));
-    const auto* d = static_cast<const copy_desc*>(descs);
-    const int k = static_cast<int>(batch.size());
-    ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d, k, m.stream)));
+    const int k = static_cast<int>(table.size());
+    ATOMR_TRY(ATOMR_CUDA_CHECK(launch_pack_copy(table.data(), k, pack, true, m.stream)));
     if (stamped) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[1], m.stream)));
     lap(4);
     stall_watch::scope guard(watch_, batch.front()->deadline, "a packed NCCL all_reduce (waiting for a peer)");
@@ -476,14 +469,14 @@ class nccl_backend final : public comm_backend {
     coll_request::stamp_all(batch, trace_stage::called);
     lap(5);
     if (stamped) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[2], m.stream)));
-    ATOMR_TRY(ATOMR_CUDA_CHECK(launch_batched_copy(d + k, k, m.stream)));
+    for (std::size_t i = 0; i < batch.size(); ++i) table[i].user = batch[i]->spec.recv[0]->ptr;
+    ATOMR_TRY(ATOMR_CUDA_CHECK(launch_pack_copy(table.data(), k, pack, false, m.stream)));
     if (stamped) {
       ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[3], m.stream)));
       gpu_stamps_.push_back(stamps);
       harvest_gpu_times();
     }
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(pack, m.stream)));
-    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(descs, m.stream)));
     for (auto* r : batch) r->state = st;
     lap(6);
     lap.done(batch.size());
@@ -717,7 +710,7 @@ class nccl_backend final : public comm_backend {
     std::uint64_t batches = 0;
     std::uint64_t requests = 0;
     std::array<double, 7> us{};
-    // On the GPU: upload and gather, NCCL, scatter, and the idle time since the batch before ended.
+    // On the GPU: gather, NCCL, scatter, and the idle time since the batch before ended.
     std::uint64_t gpu_batches = 0;
     std::array<double, 4> gpu_us{};
   } pack_timing_;
@@ -784,10 +777,11 @@ class nccl_backend final : public comm_backend {
   std::vector<int> devices_;
   graph_cache graphs_;
   std::atomic<bool> aborted_{false};
-  bool in_progress_ = false;           // an enqueuing call answered ncclInProgress since the last settle
-  std::shared_ptr<void> last_passed_;  // member 0's event of the last seal seen complete
-  std::shared_ptr<nccl_state> open_;   // shared by the requests issued since the last seal
-  stall_watch watch_;                  // last: its thread stops before the members it aborts go
+  bool in_progress_ = false;              // an enqueuing call answered ncclInProgress since the last settle
+  std::shared_ptr<void> last_passed_;     // member 0's event of the last seal seen complete
+  std::shared_ptr<nccl_state> open_;      // shared by the requests issued since the last seal
+  std::vector<pack_entry> pack_entries_;  // a packed batch's table, scratch (the issuing thread's)
+  stall_watch watch_;                     // last: its thread stops before the members it aborts go
 };
 
 }  // namespace

@@ -764,6 +764,42 @@ TEST_F(Collectives, RanksWithDifferentCallBatchesStillAgreeOnThePlan) {
   EXPECT_EQ(s.issues, size_ > 1 ? 8u : 3u);
 }
 
+TEST_F(Collectives, AWholePlanOfMixedSizesOutOfPlaceIsOnePackedBatchAndExact) {
+  // 1024 all_reduces (a whole plan) in one batch of 1024: the NCCL backend's copy tables at their
+  // largest. Lengths of 1-7 floats put slots and copies on and off 16-byte boundaries; out of
+  // place, so the gather must read the inputs and the scatter write only the outputs.
+  cluster::world_options o;
+  o.call_batch = 1024;
+  auto w = make_world(o);
+  ASSERT_TRUE(w);
+  constexpr int k = 1024;
+  auto length = [](int i) { return static_cast<std::size_t>(i % 7 + 1); };
+  auto input = [&](int i, std::size_t j) { return static_cast<float>(rank_ + i + static_cast<int>(j)); };
+  std::vector<local::gpu_ref<float>> in, out;
+  std::vector<cluster::coll_spec> specs;
+  for (int i = 0; i < k; ++i) {
+    std::vector<float> v(length(i));
+    for (std::size_t j = 0; j < v.size(); ++j) v[j] = input(i, j);
+    in.push_back(buffer(v));
+    out.push_back(buffer(std::vector<float>(length(i), -1.0f)));
+    specs.push_back({coll_kind::all_reduce, local::dtype::f32, {}, {in.back().block()}, {out.back().block()}});
+  }
+  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (int i = 0; i < k; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    std::vector<float> sent(length(i)), sum(length(i));
+    for (std::size_t j = 0; j < sum.size(); ++j) {
+      sent[j] = input(i, j);
+      sum[j] = static_cast<float>(size_ * (size_ - 1) / 2 + size_ * (i + static_cast<int>(j)));
+    }
+    ASSERT_EQ(read(out[u]), sum) << "buffer " << i;
+    ASSERT_EQ(read(in[u]), sent) << "buffer " << i << "'s input";
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.issues, 1u);
+}
+
 TEST_F(Collectives, ACallLongerThanOnePlanGoesOnInParts) {
   // 1500 in one call: the first 1024 in the call's plan, the rest handed over in parts and agreed
   // on as usual, every one packed and exact.

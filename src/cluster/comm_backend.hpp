@@ -209,6 +209,24 @@ class comm_backend {
     (void)id;
     return error(errc::internal, "this backend replays no chains of requests");
   }
+  // Packed batches as graphs: a batch the ranks agreed to pack (one all_reduce of all their
+  // bytes, issue_packed) replayed as one graph of its gather, all_reduce and scatter, where a
+  // program repeats it on the same buffers. Issuing a packed batch of 256 small all_reduces cost
+  // the issuing thread 68-96 us in NCCL's and CUDA's host calls on the two-GPU machine
+  // (docs/benchmarks.md, thirtieth session); a launch costs a few. Keyed by every request's shape
+  // and buffers; batches of up to graph_limit() bytes packed; the steps as for one request
+  // (eager goes as issue_packed and is remembered).
+  virtual bool graph_packs() const { return false; }
+  virtual graph_holding graph_lookup_packed(std::span<const coll_request* const> batch) {
+    (void)batch;
+    return {};
+  }
+  virtual result<void> issue_packed_graph(std::span<coll_request* const> batch, const member_waits& waits,
+                                          graph_step step, std::uint64_t id) {
+    (void)step;
+    (void)id;
+    return issue_packed(batch, waits);
+  }
   // (A reference into the request's state: valid while the request holds it.)
   virtual const std::vector<std::shared_ptr<void>>& events(const coll_request& r) const = 0;
   // True once the request's work has finished (and its results are in place).

@@ -47,15 +47,26 @@ graph_cache::key graph_cache::key_of(const coll_spec& spec, std::size_t count) {
   return k;
 }
 
-graph_cache::key graph_cache::key_of_chain(std::span<const coll_request* const> chain) {
-  key k;
-  k.v.push_back(std::uint64_t{1} << 24);
-  k.v.push_back(chain.size());
-  for (const auto* r : chain) {
-    const auto one = key_of(r->spec, r->count);
+namespace {
+graph_cache::key key_of_list(std::uint64_t first, std::span<const coll_request* const> list) {
+  graph_cache::key k;
+  k.v.reserve(2 + 5 * list.size());
+  k.v.push_back(first);
+  k.v.push_back(list.size());
+  for (const auto* r : list) {
+    const auto one = graph_cache::key_of(r->spec, r->count);
     k.v.insert(k.v.end(), one.v.begin(), one.v.end());
   }
   return k;
+}
+}  // namespace
+
+graph_cache::key graph_cache::key_of_chain(std::span<const coll_request* const> chain) {
+  return key_of_list(std::uint64_t{1} << 24, chain);
+}
+
+graph_cache::key graph_cache::key_of_packed(std::span<const coll_request* const> batch) {
+  return key_of_list(std::uint64_t{1} << 25, batch);
 }
 
 graph_cache::holding graph_cache::lookup(const key& k) {
@@ -86,7 +97,8 @@ void graph_cache::note_issued(const key& k) {
 result<void> graph_cache::capture_and_launch(const key& k, std::uint64_t id, std::span<const cudaStream_t> streams,
                                              std::span<const int> devices,
                                              std::vector<std::shared_ptr<local::buffer_block>> blocks,
-                                             const std::function<result<void>()>& enqueue) {
+                                             const std::function<result<void>()>& enqueue,
+                                             std::shared_ptr<void> scratch) {
   // Thread-local mode: other threads of the process (device actors, the program) may allocate
   // meanwhile; only this thread's unsafe calls would break the capture. Every member's stream is
   // captured on its own; NCCL's group enqueues each member's work on its stream.
@@ -143,6 +155,7 @@ result<void> graph_cache::capture_and_launch(const key& k, std::uint64_t id, std
   std::sort(blocks.begin(), blocks.end());
   blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
   e.blocks = std::move(blocks);
+  e.scratch = std::move(scratch);
   e.used = ++clock_;
   entries_.push_back(std::move(e));
   for (std::size_t i = 0; i < streams.size(); ++i) {

@@ -50,6 +50,8 @@ class graph_cache {
   // starts with (bit 24 set, where a request's has its zero byte), the length, then every
   // request's key.
   static key key_of_chain(std::span<const coll_request* const> chain);
+  // A packed batch's (its requests reduced as one): as a chain's, with bit 25 set instead.
+  static key key_of_packed(std::span<const coll_request* const> batch);
 
   static constexpr std::size_t k_graphs_most = 32;  // graphs kept; the least recently used goes
   static constexpr std::size_t k_seen_most = 256;   // request keys remembered as issued before
@@ -69,11 +71,13 @@ class graph_cache {
   void note_issued(const key& k);
   // Captures `enqueue` (the request's NCCL calls) on every member's stream (`streams`, of
   // `devices`), keeps the graphs as capture `id` for `k` (replacing any for `k`), holding
-  // `blocks`, and launches each on its stream.
+  // `blocks` and `scratch` (memory of the backend's own that the graph's work uses: let go once
+  // the graph is destroyed), and launches each on its stream.
   result<void> capture_and_launch(const key& k, std::uint64_t id, std::span<const cudaStream_t> streams,
                                   std::span<const int> devices,
                                   std::vector<std::shared_ptr<local::buffer_block>> blocks,
-                                  const std::function<result<void>()>& enqueue);
+                                  const std::function<result<void>()>& enqueue,
+                                  std::shared_ptr<void> scratch = nullptr);
   // Launches capture `id` held for `k`, each member's graph on its stream.
   result<void> launch(const key& k, std::uint64_t id, std::span<const cudaStream_t> streams);
   // Destroys every graph and refuses new ones (before the communicator is finalized or aborted).
@@ -87,6 +91,7 @@ class graph_cache {
     std::uint64_t capture = 0;
     boost::container::small_vector<cudaGraphExec_t, 2> execs;  // one per member
     std::vector<std::shared_ptr<local::buffer_block>> blocks;
+    std::shared_ptr<void> scratch;
     std::uint64_t used = 0;  // last use, for eviction
   };
   // Drops the graphs whose buffers only this cache still holds (under mutex_).

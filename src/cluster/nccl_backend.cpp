@@ -197,11 +197,10 @@ class nccl_backend final : public comm_backend {
       const double n = static_cast<double>(t.batches);
       log::get("cluster")->info(
           "packed NCCL batches issued while tracing: {} of {:.0f} requests on average; us a batch: waits and device "
-          "{:.1f}, slots {:.1f}, pack buffer {:.1f}, table {:.1f}, gather {:.1f}, NCCL call {:.1f}, "
-          "scatter "
-          "and frees {:.1f}",
+          "{:.1f}, slots and table {:.1f}, pack buffer {:.1f}, gather {:.1f}, NCCL call {:.1f}, scatter and free "
+          "{:.1f}",
           t.batches, static_cast<double>(t.requests) / n, t.us[0] / n, t.us[1] / n, t.us[2] / n, t.us[3] / n,
-          t.us[4] / n, t.us[5] / n, t.us[6] / n);
+          t.us[4] / n, t.us[5] / n);
       if (t.gpu_batches > 0) {
         const double g = static_cast<double>(t.gpu_batches);
         log::get("cluster")->info(
@@ -430,47 +429,26 @@ class nccl_backend final : public comm_backend {
     auto& m = members_[0];
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
     lap(0);
-    const auto type = batch.front()->spec.type;
-    std::size_t total = 0;
-    std::vector<std::size_t> offsets;
-    offsets.reserve(batch.size());
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (i + 8 < batch.size()) batch[i + 8]->prefetch_buffers();  // their pointers, read below
-      offsets.push_back(total);
-      total += (batch[i]->bytes() + 15) / 16 * 16;  // 16-byte aligned slots keep the copies wide
-    }
+    const std::size_t total = lay_out_pack(batch);
     lap(1);
     auto st = std::make_shared<nccl_state>();
     void* pack = nullptr;
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocFromPoolAsync(&pack, total, m.pack_pool, m.stream)));
     lap(2);
-    // The table goes with the kernels as their parameters: no allocation, no upload, and the
-    // scratch is free again as soon as the launches return.
-    auto& table = pack_entries_;
-    table.clear();
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      table.push_back({batch[i]->spec.send[0]->ptr, offsets[i], batch[i]->bytes()});
-    }
-    lap(3);
     // ATOMR_TRACE: the batch's steps on the GPU, by timing events (read once they are done).
     std::array<cudaEvent_t, 4> stamps{};
     const bool stamped = batch.front()->traced && take_stamps(stamps);
     if (stamped) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[0], m.stream)));
-    const int k = static_cast<int>(table.size());
-    ATOMR_TRY(ATOMR_CUDA_CHECK(launch_pack_copy(table.data(), k, pack, true, m.stream)));
+    ATOMR_TRY(gather_pack(pack));
     if (stamped) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[1], m.stream)));
-    lap(4);
+    lap(3);
     stall_watch::scope guard(watch_, batch.front()->deadline, "a packed NCCL all_reduce (waiting for a peer)");
-    // The slots' padding is reduced too (garbage in, garbage out, never copied back).
-    const std::size_t elems = total / local::size_of(type);
-    ATOMR_TRY(ATOMR_NCCL_ISSUE(
-        ncclAllReduce(pack, pack, elems, nccl_type(type), nccl_op(batch.front()->spec.params.op), m.comm, m.stream)));
+    ATOMR_TRY(all_reduce_pack(batch, pack, total));
     ATOMR_TRY(finish_nccl(batch.front()->deadline));
     coll_request::stamp_all(batch, trace_stage::called);
-    lap(5);
+    lap(4);
     if (stamped) ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[2], m.stream)));
-    for (std::size_t i = 0; i < batch.size(); ++i) table[i].user = batch[i]->spec.recv[0]->ptr;
-    ATOMR_TRY(ATOMR_CUDA_CHECK(launch_pack_copy(table.data(), k, pack, false, m.stream)));
+    ATOMR_TRY(scatter_pack(batch, pack));
     if (stamped) {
       ATOMR_TRY(ATOMR_CUDA_CHECK(cudaEventRecord(stamps[3], m.stream)));
       gpu_stamps_.push_back(stamps);
@@ -478,8 +456,64 @@ class nccl_backend final : public comm_backend {
     }
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(pack, m.stream)));
     for (auto* r : batch) r->state = st;
-    lap(6);
+    lap(5);
     lap.done(batch.size());
+    return ok();
+  }
+
+  // Packed batches replay as graphs where one member packs (issue_packed's only case) and graphs
+  // are on; the engine keeps their pack within graph_limit().
+  bool graph_packs() const override { return graph_limit() > 0 && members_.size() == 1; }
+
+  graph_holding graph_lookup_packed(std::span<const coll_request* const> batch) override {
+    pack_key_ = graph_cache::key_of_packed(batch);
+    pack_key_seq_ = batch.front()->seq;
+    const auto h = graphs_.lookup(pack_key_);
+    return {h.capture, h.seen};
+  }
+
+  result<void> issue_packed_graph(std::span<coll_request* const> batch, const member_waits& waits, graph_step step,
+                                  std::uint64_t id) override {
+    // (The vote looked the batch up just before: its key is kept.)
+    if (pack_key_seq_ != batch.front()->seq || pack_key_.v.size() < 2 || pack_key_.v[1] != batch.size()) {
+      pack_key_ = graph_cache::key_of_packed(std::span<const coll_request* const>(batch.data(), batch.size()));
+    }
+    pack_key_seq_ = 0;
+    if (step == graph_step::eager) {
+      ATOMR_TRY(issue_packed(batch, waits));
+      graphs_.note_issued(pack_key_);
+      return ok();
+    }
+    ATOMR_TRY(wait_for(waits));
+    auto& m = members_[0];
+    ATOMR_TRY(ATOMR_CUDA_CHECK(cudaSetDevice(m.device)));
+    if (step == graph_step::launch) {
+      ATOMR_TRY(graphs_.launch(pack_key_, id, streams_));
+    } else {
+      const std::size_t total = lay_out_pack(batch);
+      // The graph's own pack buffer, allocated before the capture and freed after the graph's
+      // last launch (stream-ordered: every launch is on this stream).
+      void* pack = nullptr;
+      ATOMR_TRY(ATOMR_CUDA_CHECK(cudaMallocFromPoolAsync(&pack, total, m.pack_pool, m.stream)));
+      std::shared_ptr<void> scratch(pack, [stream = m.stream](void* p) { (void)cudaFreeAsync(p, stream); });
+      std::vector<std::shared_ptr<local::buffer_block>> blocks;
+      blocks.reserve(2 * batch.size());
+      for (const auto* r : batch) {
+        blocks.push_back(r->spec.send[0]);
+        blocks.push_back(r->spec.recv[0]);
+      }
+      stall_watch::scope guard(watch_, batch.front()->deadline, "a packed NCCL all_reduce captured into a CUDA graph");
+      auto calls = [&]() -> result<void> {
+        ATOMR_TRY(gather_pack(pack));
+        ATOMR_TRY(all_reduce_pack(batch, pack, total));
+        return scatter_pack(batch, pack);
+      };
+      ATOMR_TRY(
+          graphs_.capture_and_launch(pack_key_, id, streams_, devices_, std::move(blocks), calls, std::move(scratch)));
+    }
+    coll_request::stamp_all(batch, trace_stage::called);
+    auto st = std::make_shared<nccl_state>();
+    for (auto* r : batch) r->state = st;
     return ok();
   }
 
@@ -675,6 +709,39 @@ class nccl_backend final : public comm_backend {
   }
 
  private:
+  // A packed batch's slots, 16-byte aligned (the copies stay wide): pack_entries_ gets each
+  // request's send buffer and offset. Returns the pack's size.
+  std::size_t lay_out_pack(std::span<coll_request* const> batch) {
+    auto& table = pack_entries_;
+    table.clear();
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (i + 8 < batch.size()) batch[i + 8]->prefetch_buffers();  // their pointers, read below
+      table.push_back({batch[i]->spec.send[0]->ptr, total, batch[i]->bytes()});
+      total += (batch[i]->bytes() + 15) / 16 * 16;
+    }
+    return total;
+  }
+  // The table goes with the kernels as their parameters: no allocation, no upload, and the
+  // scratch is free again as soon as the launch returns.
+  result<void> gather_pack(void* pack) {
+    const int k = static_cast<int>(pack_entries_.size());
+    return ATOMR_CUDA_CHECK(launch_pack_copy(pack_entries_.data(), k, pack, true, members_[0].stream));
+  }
+  result<void> all_reduce_pack(std::span<coll_request* const> batch, void* pack, std::size_t total) {
+    // The slots' padding is reduced too (garbage in, garbage out, never copied back).
+    const auto type = batch.front()->spec.type;
+    const std::size_t elems = total / local::size_of(type);
+    auto& m = members_[0];
+    return ATOMR_NCCL_ISSUE(
+        ncclAllReduce(pack, pack, elems, nccl_type(type), nccl_op(batch.front()->spec.params.op), m.comm, m.stream));
+  }
+  result<void> scatter_pack(std::span<coll_request* const> batch, void* pack) {
+    for (std::size_t i = 0; i < batch.size(); ++i) pack_entries_[i].user = batch[i]->spec.recv[0]->ptr;
+    const int k = static_cast<int>(pack_entries_.size());
+    return ATOMR_CUDA_CHECK(launch_pack_copy(pack_entries_.data(), k, pack, false, members_[0].stream));
+  }
+
   result<void> wait_for(const member_waits& waits) {
     for (std::size_t i = 0; i < members_.size() && i < waits.size(); ++i) {
       if (waits[i].empty()) continue;
@@ -709,7 +776,7 @@ class nccl_backend final : public comm_backend {
   struct pack_timing {
     std::uint64_t batches = 0;
     std::uint64_t requests = 0;
-    std::array<double, 7> us{};
+    std::array<double, 6> us{};
     // On the GPU: gather, NCCL, scatter, and the idle time since the batch before ended.
     std::uint64_t gpu_batches = 0;
     std::array<double, 4> gpu_us{};
@@ -781,7 +848,9 @@ class nccl_backend final : public comm_backend {
   std::shared_ptr<void> last_passed_;     // member 0's event of the last seal seen complete
   std::shared_ptr<nccl_state> open_;      // shared by the requests issued since the last seal
   std::vector<pack_entry> pack_entries_;  // a packed batch's table, scratch (the issuing thread's)
-  stall_watch watch_;                     // last: its thread stops before the members it aborts go
+  graph_cache::key pack_key_;             // the packed batch last looked up, and its first request
+  std::uint64_t pack_key_seq_ = 0;
+  stall_watch watch_;  // last: its thread stops before the members it aborts go
 };
 
 }  // namespace

@@ -73,6 +73,10 @@ result<world_options> world_options::from_environment() {
   ATOMR_ASSIGN_OR_RETURN(const auto call_batch, tunable_int(tunables::coll_call_batch));
   if (call_batch < 1) return error(errc::invalid_argument, "ATOMR_COLL_CALL_BATCH must be at least 1");
   o.call_batch = static_cast<std::size_t>(call_batch);
+  ATOMR_ASSIGN_OR_RETURN(const auto pack_graphs, tunable_int(tunables::coll_pack_graphs));
+  if (pack_graphs != 0 && pack_graphs != 1)
+    return error(errc::invalid_argument, "ATOMR_COLL_PACK_GRAPHS must be 0 or 1");
+  o.pack_graphs = pack_graphs == 1;
   return o;
 }
 

@@ -1217,7 +1217,7 @@ void world_engine::issue_batch(std::size_t n) {
   for (auto& w : waits) w.clear();
   auto& mine = scratch_mine_;
   // A chain's requests wait for what the ones before them in it write by running after them.
-  const bool chain = graph_decided_ && graph_decided_->chain > 1;
+  const bool chain = graph_decided_ && graph_decided_->chain > 1 && !graph_decided_->packed;
   if (chain) ahead_writes_.clear();
   for (std::size_t i = 0; i < n && !queue_.empty(); ++i) {
     // (A request found ready with nothing to wait for when it was planned stays so: one look at
@@ -1251,7 +1251,12 @@ void world_engine::issue_batch(std::size_t n) {
     for (auto& r : batch) {
       if (r->traced) r->trace->graph = static_cast<std::int8_t>(d.step);
     }
-    if (d.chain > 1) {
+    if (d.packed) {
+      auto& raw = scratch_raw_;
+      raw.clear();
+      for (auto& r : batch) raw.push_back(r.get());
+      issued = backend_->issue_packed_graph(raw, waits, d.step, d.id);
+    } else if (d.chain > 1) {
       auto& raw = scratch_raw_;
       raw.clear();
       for (auto& r : batch) raw.push_back(r.get());

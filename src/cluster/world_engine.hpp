@@ -194,6 +194,7 @@ class world_engine {
   detail::member_waits scratch_waits_, scratch_mine_;
   std::vector<std::unique_ptr<detail::coll_request>> scratch_batch_;
   std::vector<detail::coll_request*> scratch_raw_;
+  std::vector<const detail::coll_request*> scratch_const_;  // (start_pack_vote's)
   std::deque<std::unique_ptr<detail::coll_request>> in_flight_;
   // Finished and resolved requests not yet freed: freeing 400 requests (their buffers' and
   // batch's references) took the progress thread 80-100 us, during which the next batch's plan
@@ -307,6 +308,9 @@ class world_engine {
     // longer at 2 ranks, on the path of every waited-for request.
     std::shared_ptr<detail::shm_reduction> shared;
     std::unique_ptr<detail::host_allreduce> reduction;
+    // A packed batch's vote: its length (0: a vote on a head issued alone, with its run). Only
+    // [0..2] count, for the batch's graph.
+    std::size_t packed = 0;
   };
   // The votes' shared-memory channel (nullptr: by MPI). One vote is in flight at a time, and every
   // rank holds the same votes in the same order, so each is the channel's next reduction everywhere.
@@ -319,6 +323,7 @@ class world_engine {
     detail::comm_backend::graph_step step;
     std::uint64_t id;
     std::size_t chain = 1;  // requests from `seq` that go in one graph (1: the request alone)
+    bool packed = false;    // the packed batch from `seq` (issue_packed_graph)
   };
   std::deque<graph_decision> graph_planned_;
   // How many requests from the head this rank will issue alone, each in turn (the head counts).
@@ -342,6 +347,13 @@ class world_engine {
   // (n becomes 1 where the head skips its vote.)
   bool graph_vote_first(std::size_t& n);
   void start_graph_vote(std::size_t n, bool window);
+  // A packed batch of `n` from the head (agreed on by every rank) that may replay as one graph:
+  // backend graph_packs(), its pack within graph_limit(), and its shape's pace not skipping.
+  bool pack_graph_shape(std::size_t n) const;
+  void start_pack_vote(std::size_t n);
+  // Starts `vote` (its values filled) on the vote channel, by MPI, or, alone, finishes it.
+  void send_graph_vote(std::unique_ptr<graph_vote> vote);
+  void finish_pack_vote(const graph_vote& vote);
   bool window_head_ = false;            // the head being issued came through the latency window
   std::uint64_t window_closed_at_ = 0;  // exchanges headed before this request open no window
   void finish_graph_vote();
@@ -354,6 +366,9 @@ class world_engine {
     std::uint32_t backoff = 64;
   };
   graph_pace& pace_of(const detail::coll_request& r);
+  graph_pace& pace_of_pack(const detail::coll_request& head, std::size_t n);
+  // Sets a shape's pace after a vote: launched, or one more cold vote.
+  void note_pace(graph_pace& pace, bool launched);
   std::map<std::array<std::uint64_t, 3>, graph_pace> graph_paces_;
   // ATOMR_TRACE: this rank's request timeline, as it stands, to its file.
   void write_trace() const;

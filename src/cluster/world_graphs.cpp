@@ -46,6 +46,64 @@ world_engine::graph_pace& world_engine::pace_of(const coll_request& r) {
   return graph_paces_[shape];
 }
 
+world_engine::graph_pace& world_engine::pace_of_pack(const coll_request& head, std::size_t n) {
+  // (A packed batch's shape: the head's, with the batch's length where a root would be; bit 40
+  // keeps it apart from any single request's.)
+  auto shape = shape_of(head);
+  shape[1] = std::uint64_t{1} << 40 | n;
+  if (graph_paces_.size() >= k_graph_paces_most && !graph_paces_.contains(shape)) graph_paces_.clear();
+  return graph_paces_[shape];
+}
+
+void world_engine::note_pace(graph_pace& pace, bool launched) {
+  if (launched) {
+    pace.cold = 0;
+    pace.backoff = graph_pace{}.backoff;
+  } else if (++pace.cold >= k_graph_cold) {
+    pace.cold = 0;
+    pace.skip = pace.backoff;
+    pace.backoff = std::min(pace.backoff * 2, k_graph_backoff_most);
+  }
+}
+
+bool world_engine::pack_graph_shape(std::size_t n) const {
+  if (!options_.pack_graphs || !backend_->graph_packs() || options_.check || n < 2 || queue_.size() < n) return false;
+  // (Counts are the same on every rank for an all_reduce, so every rank decides alike.)
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) total += (queue_[i]->bytes() + 15) / 16 * 16;
+  return total <= backend_->graph_limit();
+}
+
+void world_engine::start_pack_vote(std::size_t n) {
+  auto vote = std::make_unique<graph_vote>();
+  vote->packed = n;
+  auto& batch = scratch_const_;
+  batch.clear();
+  for (std::size_t i = 0; i < n; ++i) batch.push_back(queue_[i].get());
+  const auto held = backend_->graph_lookup_packed(batch);
+  const auto capture = static_cast<std::int64_t>(held.capture);
+  vote->value[0] = capture;
+  vote->value[1] = -capture;
+  vote->value[2] = held.seen ? 0 : 1;
+  send_graph_vote(std::move(vote));
+}
+
+void world_engine::finish_pack_vote(const graph_vote& vote) {
+  auto& head = *queue_.front();
+  graph_decision d{head.seq, graph_step::eager, 0, 1, true};
+  if (vote.value[0] == -vote.value[1] && vote.value[0] > 0) {
+    d.step = graph_step::launch;
+    d.id = static_cast<std::uint64_t>(vote.value[0]);
+  } else if (vote.value[2] == 0) {
+    d.step = graph_step::capture;  // (the head's sequence number: as for one request)
+    d.id = head.seq;
+  }
+  note_pace(pace_of_pack(head, vote.packed), d.step == graph_step::launch);
+  graph_decided_ = d;
+  graph_voted_ = true;
+  issue_batch(vote.packed);
+}
+
 std::size_t world_engine::graph_run_local() const {
   // The agreed plan (planned_, which starts at the request behind the head) issues a packable
   // request alone where it cuts before and after it. Other requests are issued alone where they
@@ -90,8 +148,17 @@ bool world_engine::graph_vote_first(std::size_t& n) {
     take_planned(d.chain - 1);
     return false;
   }
-  // A packed batch is one the ranks agreed on already (a plan): no vote, no graph.
-  if (packable(head) && n > 1) return false;
+  // A packed batch is one the ranks agreed on already (a plan): its vote is on its graph alone.
+  if (packable(head) && n > 1) {
+    if (!pack_graph_shape(n)) return false;
+    auto& pace = pace_of_pack(head, n);
+    if (pace.skip > 0) {
+      --pace.skip;
+      return false;
+    }
+    start_pack_vote(n);
+    return true;
+  }
   // (A head the latency window issues alone and that skips its vote leaves the window open: a
   // submit_all call met there then issues up to 64 requests alone before packing resumes, on
   // every rank alike.)
@@ -142,6 +209,10 @@ void world_engine::start_graph_vote(std::size_t n, bool window) {
     v[2] = h.seen ? 0 : 1;
     v[3] = chain_ready[c] ? 0 : 1;
   }
+  send_graph_vote(std::move(vote));
+}
+
+void world_engine::send_graph_vote(std::unique_ptr<graph_vote> vote) {
   stats_.graph_votes.fetch_add(1, std::memory_order_release);
   if (control_size_ > 1 && vote_shm_) {
     auto started =
@@ -175,6 +246,7 @@ result<bool> world_engine::vote_done(graph_vote& v) {
 
 void world_engine::finish_graph_vote() {
   const auto vote = std::move(graph_vote_);
+  if (vote->packed > 0) return finish_pack_vote(*vote);
   // A submit_all call met the latency window on some rank: its requests pack, so the window
   // closes on every rank (the exchanges before this request open none), and the head goes back
   // to planning (on every rank alike): issued alone here, it split the call's pack in two.
@@ -241,15 +313,7 @@ void world_engine::finish_graph_vote() {
     // A capture may replace a graph that a later request of the run was to launch: the run ends.
     if (d.step == graph_step::capture) break;
   }
-  auto& pace = pace_of(*queue_.front());
-  if (launched) {
-    pace.cold = 0;
-    pace.backoff = graph_pace{}.backoff;
-  } else if (++pace.cold >= k_graph_cold) {
-    pace.cold = 0;
-    pace.skip = pace.backoff;
-    pace.backoff = std::min(pace.backoff * 2, k_graph_backoff_most);
-  }
+  note_pace(pace_of(*queue_.front()), launched);
   take_planned(head_chain - 1);
   issue_batch(head_chain);
 }

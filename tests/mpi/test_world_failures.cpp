@@ -188,6 +188,16 @@ TEST(WorldOptions, ReadFromTheEnvironment) {
   unsetenv("ATOMR_COLL_TIMEOUT_MS");
   unsetenv("ATOMR_COLL_CHECK");
   unsetenv("ATOMR_COLL_PACK_BYTES");
+  EXPECT_TRUE(cluster::world_options::from_environment()->pack_graphs);
+  setenv("ATOMR_COLL_PACK_GRAPHS", "0", 1);
+  o = cluster::world_options::from_environment();
+  ASSERT_TRUE(o) << o.error_value();
+  EXPECT_FALSE(o->pack_graphs);
+  setenv("ATOMR_COLL_PACK_GRAPHS", "2", 1);
+  o = cluster::world_options::from_environment();
+  ASSERT_FALSE(o);
+  EXPECT_EQ(o.error_value().message(), "ATOMR_COLL_PACK_GRAPHS must be 0 or 1");
+  unsetenv("ATOMR_COLL_PACK_GRAPHS");
 }
 
 }  // namespace

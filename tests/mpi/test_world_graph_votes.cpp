@@ -25,8 +25,9 @@ using cluster::detail::member_waits;
 using graph_step = comm_backend::graph_step;
 
 // Every decision of this process, in order: sequence number, step (0 eager, 1 capture, 2 launch)
-// and capture id; a request issued without a vote is logged with step 3, and each request of a
-// chain with 4 + its chain's step (5 capture, 6 launch).
+// and capture id; a request issued without a vote is logged with step 3, each request of a
+// chain with 4 + its chain's step (5 capture, 6 launch), and a packed batch (its first request)
+// with 7 + its step (7 eager, 8 capture, 9 launch).
 std::mutex log_mutex;
 std::vector<std::uint64_t> decisions;
 void note(std::uint64_t seq, std::uint64_t step, std::uint64_t id) {
@@ -38,6 +39,8 @@ void note(std::uint64_t seq, std::uint64_t step, std::uint64_t id) {
 // that they queue up behind it (each waits for the one before) whatever the machine's speed: a
 // run of queued requests is then what the next vote sees. Each rank holds and releases its own.
 std::atomic<bool> hold_first{false};
+// Packed batches this process issued through issue_packed_graph, by step (eager, capture, launch).
+std::atomic<int> packed_graph_steps[3] = {};
 std::atomic<bool> released{true};
 
 class graph_emulation final : public comm_backend {
@@ -139,6 +142,35 @@ class graph_emulation final : public comm_backend {
     return ok();
   }
 
+  // Packed batches: kept and checked as chains are; they run packed on the host backend.
+  bool graph_packs() const override { return true; }
+  graph_holding graph_lookup_packed(std::span<const coll_request* const> batch) override {
+    const auto k = packed_key_of(batch);
+    const auto it = captures_.find(k);
+    const std::uint64_t capture = it == captures_.end() ? 0 : it->second;
+    return {capture, capture != 0 || seen_.contains(k)};
+  }
+  result<void> issue_packed_graph(std::span<coll_request* const> batch, const member_waits& w, graph_step step,
+                                  std::uint64_t id) override {
+    note_first(*batch.front());
+    note(batch.front()->seq, 7 + static_cast<std::uint64_t>(step), id);
+    const auto k = packed_key_of(std::span<const coll_request* const>(batch.data(), batch.size()));
+    switch (step) {
+      case graph_step::eager: seen_.insert(k); break;
+      case graph_step::capture: captures_[k] = id; break;
+      case graph_step::launch: {
+        const auto it = captures_.find(k);
+        if (it == captures_.end() || it->second != id) {
+          return error(errc::internal,
+                       "launch of packed capture " + std::to_string(id) + ", which this rank does not hold");
+        }
+        break;
+      }
+    }
+    ++packed_graph_steps[static_cast<int>(step)];
+    return inner_->issue_packed(batch, w);
+  }
+
  private:
   using request_key = std::vector<std::uint64_t>;
   static request_key key_of(std::span<const coll_request* const> chain) {
@@ -147,6 +179,11 @@ class graph_emulation final : public comm_backend {
       const auto one = key_of(*r);
       k.insert(k.end(), one.begin(), one.end());
     }
+    return k;
+  }
+  static request_key packed_key_of(std::span<const coll_request* const> batch) {
+    auto k = key_of(batch);
+    k[0] = 0x9ac4;
     return k;
   }
   static request_key key_of(const coll_request& r) {
@@ -179,6 +216,7 @@ class GraphVotes : public testing::world_fixture {
   void SetUp() override {
     world_fixture::SetUp();
     cluster::detail::set_backend_wrapper(&emulate_graphs);
+    for (auto& n : packed_graph_steps) n = 0;
     std::lock_guard lock(log_mutex);
     decisions.clear();
   }
@@ -211,6 +249,30 @@ class GraphVotes : public testing::world_fixture {
     const char* setting = std::getenv("ATOMR_COLL_VOTE_SHM");
     const bool off = setting != nullptr && std::string(setting) == "0";
     return world_size > 1 && !off ? votes : 0;
+  }
+  // One round of a packed call: `bufs[i]` (send, recv) gets this rank's values for round t (plus
+  // 10000 i, so that buffers differ), all go in one submit_all call, and every sum is checked.
+  using buffer_pairs = std::vector<std::pair<local::gpu_ref<std::int32_t>, local::gpu_ref<std::int32_t>>>;
+  void packed_round(cluster::world& w, int t, const buffer_pairs& bufs, std::size_t n) {
+    auto value = [&](int r, std::size_t i, std::size_t j) {
+      return 1000 * t + 100 * r + static_cast<std::int32_t>(j + 10000 * i);
+    };
+    std::vector<cluster::coll_spec> specs;
+    for (std::size_t i = 0; i < bufs.size(); ++i) {
+      std::vector<std::int32_t> v(n);
+      for (std::size_t j = 0; j < n; ++j) v[j] = value(rank_, i, j);
+      ASSERT_TRUE(dev_.upload(bufs[i].first, std::span<const std::int32_t>(v)).get());
+      specs.push_back(
+          {coll_kind::all_reduce, local::dtype::i32, {}, {bufs[i].first.block()}, {bufs[i].second.block()}});
+    }
+    for (auto& done : w.submit_all(std::move(specs))) ASSERT_TRUE(done.get());
+    for (std::size_t i = 0; i < bufs.size(); ++i) {
+      std::vector<std::int32_t> want(n, 0);
+      for (int r = 0; r < size_; ++r) {
+        for (std::size_t j = 0; j < n; ++j) want[j] += value(r, i, j);
+      }
+      ASSERT_EQ(read(bufs[i].second), want) << "round " << t << ", buffer " << i;
+    }
   }
   static std::int32_t v(int r, int t, std::size_t j) { return 1000 * t + 100 * r + static_cast<std::int32_t>(j); }
   std::vector<std::int32_t> mine(int t, std::size_t n) const {
@@ -297,6 +359,84 @@ TEST_F(GraphVotes, RanksThatAlternateBuffersDifferentlyNeverLaunch) {
     ASSERT_EQ(read(use), summed(t, 8)) << "round " << t;
   }
   EXPECT_EQ(w->stats().graph_launches, size_ == 1 ? static_cast<std::uint64_t>(k - 2) : 0u);
+  expect_decided_alike();
+}
+
+TEST_F(GraphVotes, ARepeatedPackedCallGoesAsUsualThenIsCapturedThenLaunched) {
+  // 300 small all_reduces in one call: packed batches of 256 and 44 (ATOMR_COLL_CALL_BATCH), each
+  // voted on as one graph: issued as usual, then captured, then launched, with every sum exact.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int rounds = 5;
+  constexpr std::size_t k = 300;
+  constexpr std::size_t n = 16;
+  buffer_pairs bufs;
+  for (std::size_t i = 0; i < k; ++i) {
+    bufs.emplace_back(buffer(std::vector<std::int32_t>(n, 0)), buffer(std::vector<std::int32_t>(n, -1)));
+  }
+  for (int t = 0; t < rounds; ++t) packed_round(*w, t, bufs, n);
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed, rounds * k);
+  EXPECT_EQ(s.graph_votes, 2u * rounds);
+  EXPECT_EQ(s.graph_votes_shared_memory, shared_votes(2u * rounds, size_));
+  EXPECT_EQ(packed_graph_steps[0].load(), 2);
+  EXPECT_EQ(packed_graph_steps[1].load(), 2);
+  EXPECT_EQ(packed_graph_steps[2].load(), 2 * (rounds - 2));
+  EXPECT_EQ(s.graph_captures, 2u);
+  EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
+  expect_decided_alike();
+}
+
+TEST_F(GraphVotes, PackedBatchesLargerThanTheGraphLimitAreNotVotedOn) {
+  // 100 x 16 KiB packs into 1.6 MiB, over the emulated graph limit (1 MiB): no vote, no graph.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr std::size_t k = 100;
+  constexpr std::size_t n = 4096;
+  buffer_pairs bufs;
+  for (std::size_t i = 0; i < k; ++i) {
+    bufs.emplace_back(buffer(std::vector<std::int32_t>(n, 0)), buffer(std::vector<std::int32_t>(n, -1)));
+  }
+  for (int t = 0; t < 3; ++t) packed_round(*w, t, bufs, n);
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed, 3 * k);
+  EXPECT_EQ(s.graph_votes, 0u);
+  EXPECT_EQ(packed_graph_steps[0].load() + packed_graph_steps[1].load() + packed_graph_steps[2].load(), 0);
+}
+
+TEST_F(GraphVotes, WithPackGraphsOffPackedBatchesAreNotVotedOn) {
+  // ATOMR_COLL_PACK_GRAPHS=0 (world_options::pack_graphs): a repeated packed call goes as usual.
+  cluster::world_options o;
+  o.pack_graphs = false;
+  auto w = make_world(o);
+  ASSERT_TRUE(w);
+  constexpr std::size_t k = 100;
+  buffer_pairs bufs;
+  for (std::size_t i = 0; i < k; ++i) {
+    bufs.emplace_back(buffer(std::vector<std::int32_t>(4, 0)), buffer(std::vector<std::int32_t>(4, -1)));
+  }
+  for (int t = 0; t < 4; ++t) packed_round(*w, t, bufs, 4);
+  EXPECT_EQ(w->stats().packed, 4 * k);
+  EXPECT_EQ(w->stats().graph_votes, 0u);
+  EXPECT_EQ(packed_graph_steps[0].load() + packed_graph_steps[1].load() + packed_graph_steps[2].load(), 0);
+}
+
+TEST_F(GraphVotes, RanksThatAlternatePackedBuffersDifferentlyNeverLaunch) {
+  // Rank 0 takes turns between two sets of buffers, the others keep one: whatever each holds,
+  // no capture is ever held by every rank, and every sum stays exact.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int rounds = 8;
+  constexpr std::size_t k = 64;
+  constexpr std::size_t n = 8;
+  buffer_pairs a, b;
+  for (std::size_t i = 0; i < k; ++i) {
+    a.emplace_back(buffer(std::vector<std::int32_t>(n, 0)), buffer(std::vector<std::int32_t>(n, -1)));
+    b.emplace_back(buffer(std::vector<std::int32_t>(n, 0)), buffer(std::vector<std::int32_t>(n, -1)));
+  }
+  for (int t = 0; t < rounds; ++t) packed_round(*w, t, rank_ == 0 && t % 2 == 1 ? b : a, n);
+  EXPECT_EQ(w->stats().graph_votes, static_cast<std::uint64_t>(rounds));
+  EXPECT_EQ(packed_graph_steps[2].load(), size_ == 1 ? rounds - 4 : 0);
   expect_decided_alike();
 }
 

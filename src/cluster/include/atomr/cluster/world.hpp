@@ -71,6 +71,10 @@ struct world_options {
   // A long submit_all call of small all_reduces is planned whole (one exchange) in packed batches
   // of this many requests. ATOMR_COLL_CALL_BATCH.
   std::size_t call_batch = 256;
+  // Where the backend replays CUDA graphs: a packed batch repeated on the same buffers is voted
+  // on and replayed as one graph (its gather, all_reduce and scatter). ATOMR_COLL_PACK_GRAPHS; the
+  // same on every rank (the ranks vote on the same batches).
+  bool pack_graphs = true;
 
   // The defaults, with the ATOMR_COLL_* variables applied (a malformed one is an error).
   static result<world_options> from_environment();

@@ -44,6 +44,11 @@ inline constexpr tunable coll_call_batch{
     "a long submit_all call of small all_reduces, planned whole: requests per packed batch (best a multiple of 128, "
     "the parts the call is handed over in)"};
 
+inline constexpr tunable coll_pack_graphs{
+    "coll_pack_graphs", "ATOMR_COLL_PACK_GRAPHS", "1",
+    "NCCL, CUDA graphs on: a packed batch repeated on the same buffers is voted on and replayed as one graph (its "
+    "pack up to ATOMR_NCCL_GRAPH_BYTES); 0: packed batches are issued as usual. The same on every rank"};
+
 inline constexpr tunable coll_vote_shm{
     "coll_vote_shm", "ATOMR_COLL_VOTE_SHM", "1",
     "every rank of a world on one node: its CUDA graph votes go through shared memory; 0: by MPI point-to-point "
@@ -145,6 +150,7 @@ inline constexpr std::array k_all{&log,
                                   &coll_pack_bytes,
                                   &coll_seal_bytes,
                                   &coll_call_batch,
+                                  &coll_pack_graphs,
                                   &coll_vote_shm,
                                   &nccl_blocking,
                                   &trace,

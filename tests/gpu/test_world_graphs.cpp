@@ -58,6 +58,48 @@ TEST_F(WorldGraphs, AnAllReduceRepeatedOnTheSameBuffersLaunchesItsGraph) {
   EXPECT_EQ(s.graph_launches, static_cast<std::uint64_t>(k - 2));
 }
 
+TEST_F(WorldGraphs, APackedCallRepeatedOnTheSameBuffersLaunchesItsGraph) {
+  // 300 small all_reduces of 1-9 ints in one submit_group call, out of place: packed batches of
+  // 256 and 44, each issued as usual, then captured (gather, all_reduce, scatter) and then
+  // launched, with new inputs every round.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int rounds = 5;
+  constexpr std::size_t k = 300;
+  auto length = [](std::size_t i) { return i % 9 + 1; };
+  std::vector<local::gpu_ref<std::int32_t>> send, recv;
+  for (std::size_t i = 0; i < k; ++i) {
+    send.push_back(buffer(std::vector<std::int32_t>(length(i), 0)));
+    recv.push_back(buffer(std::vector<std::int32_t>(length(i), -1)));
+  }
+  auto value = [](int r, int t, std::size_t i, std::size_t j) {
+    return v(r, t, j) + static_cast<std::int32_t>(10000 * i);
+  };
+  for (int t = 0; t < rounds; ++t) {
+    std::vector<cluster::coll_spec> specs;
+    for (std::size_t i = 0; i < k; ++i) {
+      std::vector<std::int32_t> in(length(i));
+      for (std::size_t j = 0; j < in.size(); ++j) in[j] = value(rank_, t, i, j);
+      upload(send[i], in);
+      specs.push_back({cluster::coll_kind::all_reduce, local::dtype::i32, {}, {send[i].block()}, {recv[i].block()}});
+    }
+    ASSERT_TRUE(w->submit_group(std::move(specs)).get()) << "round " << t;
+    for (std::size_t i = 0; i < k; ++i) {
+      std::vector<std::int32_t> expected(length(i), 0);
+      for (int r = 0; r < size_; ++r) {
+        for (std::size_t j = 0; j < expected.size(); ++j) expected[j] += value(r, t, i, j);
+      }
+      ASSERT_EQ(read(recv[i]), expected) << "round " << t << ", buffer " << i;
+    }
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed, rounds * k);
+  if (!graphs_on(*w)) GTEST_SKIP() << "values checked; no CUDA graphs on this backend";
+  EXPECT_EQ(s.graph_votes, 2u * rounds);
+  EXPECT_EQ(s.graph_captures, 2u);  // the second round's two batches
+  EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
+}
+
 TEST_F(WorldGraphs, EveryCollectiveKindLaunchesItsGraphWithCurrentContents) {
   auto w = make_world();
   ASSERT_TRUE(w);

@@ -1,15 +1,12 @@
 #!/usr/bin/env bash
-# Session 31, call 2 (nvidia-h200-x2), 30f6d29: gpu_world_test at 1 and 2 ranks (the finished
-# requests test now with packed graphs off); packed batches as graphs on / off
+# Session 31, call 2 (nvidia-h200-x2), 63a0141: packed batches as graphs on / off
 # (ATOMR_COLL_PACK_GRAPHS=1/0) taking turns: bench coll --many 1000 (the row) and
 # many_small_probe --gpu --group --gap (each call finds the engine idle); the caller's hand-over
-# on the GPU machine with host buffers (many_small_probe without --gpu); where each thread's CPU
-# time goes (pc_sampler) in many_small_probe --gpu --group.
-CALL=c2 CALL_BUDGET_S=250
+# on the GPU machine with host buffers (many_small_probe without --gpu); then the GPU tests
+# (launch/gpu-suite).
+CALL=c2 CALL_BUDGET_S=190
 source launch/gpu-call-env
-b=$st/bin; mkdir -p $out/json $out/prof
-r gwt_np2 100 "${mp[@]}" -np 2 $b/gpu_world_test
-r gwt_np1 100 "${mp[@]}" -np 1 $b/gpu_world_test
+b=$st/bin; mkdir -p $out/json
 for i in 1 2 3; do
   for g in 1 0; do
     r bench_g${g}_$i 40 "${mp[@]}" -x ATOMR_COLL_PACK_GRAPHS=$g -np 2 $b/atomr bench coll all_reduce -b 8 -e 8 -n 200 -w 20 --many 1000 -J $out/json/many_g${g}_$i.json
@@ -17,7 +14,10 @@ for i in 1 2 3; do
   done
 done
 r host_group 30 "${mp[@]}" -np 2 $b/many_small_probe 300 1000 2048 --group
-r prof_group 40 "${mp[@]}" -x LD_PRELOAD=$st/lib/libpc_sampler.so -x PC_SAMPLER_OUT=$out/prof/group -np 2 $b/many_small_probe 1000 1000 2048 --gpu --group
-(cd $out && tar czf prof.tar.gz prof json && rm -rf prof json)
+(cd $out && tar czf json.tar.gz json && rm -rf json)
 echo "total ${SECONDS}s" >> $log
-grep -E "^rc=[1-9]" $log; grep -E "^=== |many_small_probe:|PASSED|FAILED|submit_|sequential|concurrent" $log | sed 's/mpirun.*-np [12] //' | cut -c1-220; tail -1 $log
+t0=$SECONDS
+timeout 300 env ATOMR_SUITE_PART=tests OUT=$out/suite launch/gpu-suite > $out/suite.txt 2>&1; echo "suite rc=$? in $((SECONDS-t0)) s" >> $out/suite.txt
+(cd $out && tar czf suite.tar.gz suite && rm -rf suite)
+grep -E "^rc=[1-9]" $log; grep -E "^=== |many_small_probe:|submit_|sequential|concurrent|\|" $log | sed 's/mpirun.*-np [12] //' | cut -c1-220; tail -1 $log
+grep -E "rc=[1-9]|failures" $out/suite.txt; tail -1 $out/suite.txt

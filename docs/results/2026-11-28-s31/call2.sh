@@ -19,5 +19,5 @@ echo "total ${SECONDS}s" >> $log
 t0=$SECONDS
 timeout 300 env ATOMR_SUITE_PART=tests OUT=$out/suite launch/gpu-suite > $out/suite.txt 2>&1; echo "suite rc=$? in $((SECONDS-t0)) s" >> $out/suite.txt
 (cd $out && tar czf suite.tar.gz suite && rm -rf suite)
-grep -E "^rc=[1-9]" $log; grep -E "^=== |many_small_probe:|# many small" $log | sed 's/mpirun.*-np [12] //' | cut -c1-220; tail -1 $log
+grep -E "^rc=[1-9]" $log; grep -E "^=== |many_small_probe:|# many small" $log | sed 's/mpirun.*-np [12] //' | cut -c1-420; tail -1 $log
 grep -E "rc=[1-9]|failures" $out/suite.txt; tail -1 $out/suite.txt

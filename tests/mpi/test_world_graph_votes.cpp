@@ -253,6 +253,17 @@ class GraphVotes : public testing::world_fixture {
   // One round of a packed call: `bufs[i]` (send, recv) gets this rank's values for round t (plus
   // 10000 i, so that buffers differ), all go in one submit_all call, and every sum is checked.
   using buffer_pairs = std::vector<std::pair<local::gpu_ref<std::int32_t>, local::gpu_ref<std::int32_t>>>;
+  // k (send, recv) pairs of n ints (send 0, recv -1).
+  buffer_pairs make_pairs(std::size_t k, std::size_t n) {
+    buffer_pairs out;
+    for (std::size_t i = 0; i < k; ++i) {
+      out.emplace_back(buffer(std::vector<std::int32_t>(n, 0)), buffer(std::vector<std::int32_t>(n, -1)));
+    }
+    return out;
+  }
+  static int packed_graph_issues() {
+    return packed_graph_steps[0].load() + packed_graph_steps[1].load() + packed_graph_steps[2].load();
+  }
   void packed_round(cluster::world& w, int t, const buffer_pairs& bufs, std::size_t n) {
     auto value = [&](int r, std::size_t i, std::size_t j) {
       return 1000 * t + 100 * r + static_cast<std::int32_t>(j + 10000 * i);
@@ -370,10 +381,7 @@ TEST_F(GraphVotes, ARepeatedPackedCallGoesAsUsualThenIsCapturedThenLaunched) {
   constexpr int rounds = 5;
   constexpr std::size_t k = 300;
   constexpr std::size_t n = 16;
-  buffer_pairs bufs;
-  for (std::size_t i = 0; i < k; ++i) {
-    bufs.emplace_back(buffer(std::vector<std::int32_t>(n, 0)), buffer(std::vector<std::int32_t>(n, -1)));
-  }
+  const auto bufs = make_pairs(k, n);
   for (int t = 0; t < rounds; ++t) packed_round(*w, t, bufs, n);
   const auto s = w->stats();
   EXPECT_EQ(s.packed, rounds * k);
@@ -393,15 +401,12 @@ TEST_F(GraphVotes, PackedBatchesLargerThanTheGraphLimitAreNotVotedOn) {
   ASSERT_TRUE(w);
   constexpr std::size_t k = 100;
   constexpr std::size_t n = 4096;
-  buffer_pairs bufs;
-  for (std::size_t i = 0; i < k; ++i) {
-    bufs.emplace_back(buffer(std::vector<std::int32_t>(n, 0)), buffer(std::vector<std::int32_t>(n, -1)));
-  }
+  const auto bufs = make_pairs(k, n);
   for (int t = 0; t < 3; ++t) packed_round(*w, t, bufs, n);
   const auto s = w->stats();
   EXPECT_EQ(s.packed, 3 * k);
   EXPECT_EQ(s.graph_votes, 0u);
-  EXPECT_EQ(packed_graph_steps[0].load() + packed_graph_steps[1].load() + packed_graph_steps[2].load(), 0);
+  EXPECT_EQ(packed_graph_issues(), 0);
 }
 
 TEST_F(GraphVotes, WithPackGraphsOffPackedBatchesAreNotVotedOn) {
@@ -411,14 +416,11 @@ TEST_F(GraphVotes, WithPackGraphsOffPackedBatchesAreNotVotedOn) {
   auto w = make_world(o);
   ASSERT_TRUE(w);
   constexpr std::size_t k = 100;
-  buffer_pairs bufs;
-  for (std::size_t i = 0; i < k; ++i) {
-    bufs.emplace_back(buffer(std::vector<std::int32_t>(4, 0)), buffer(std::vector<std::int32_t>(4, -1)));
-  }
+  const auto bufs = make_pairs(k, 4);
   for (int t = 0; t < 4; ++t) packed_round(*w, t, bufs, 4);
   EXPECT_EQ(w->stats().packed, 4 * k);
   EXPECT_EQ(w->stats().graph_votes, 0u);
-  EXPECT_EQ(packed_graph_steps[0].load() + packed_graph_steps[1].load() + packed_graph_steps[2].load(), 0);
+  EXPECT_EQ(packed_graph_issues(), 0);
 }
 
 TEST_F(GraphVotes, RanksThatAlternatePackedBuffersDifferentlyNeverLaunch) {
@@ -429,11 +431,8 @@ TEST_F(GraphVotes, RanksThatAlternatePackedBuffersDifferentlyNeverLaunch) {
   constexpr int rounds = 8;
   constexpr std::size_t k = 64;
   constexpr std::size_t n = 8;
-  buffer_pairs a, b;
-  for (std::size_t i = 0; i < k; ++i) {
-    a.emplace_back(buffer(std::vector<std::int32_t>(n, 0)), buffer(std::vector<std::int32_t>(n, -1)));
-    b.emplace_back(buffer(std::vector<std::int32_t>(n, 0)), buffer(std::vector<std::int32_t>(n, -1)));
-  }
+  const auto a = make_pairs(k, n);
+  const auto b = make_pairs(k, n);
   for (int t = 0; t < rounds; ++t) packed_round(*w, t, rank_ == 0 && t % 2 == 1 ? b : a, n);
   EXPECT_EQ(w->stats().graph_votes, static_cast<std::uint64_t>(rounds));
   EXPECT_EQ(packed_graph_steps[2].load(), size_ == 1 ? rounds - 4 : 0);

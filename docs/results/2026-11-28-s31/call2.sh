@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Session 31, call 2 (nvidia-h200-x2), 63a0141: packed batches as graphs on / off
-# (ATOMR_COLL_PACK_GRAPHS=1/0) taking turns: bench coll --many 1000 (the row) and
-# many_small_probe --gpu --group --gap (each call finds the engine idle); the caller's hand-over
-# on the GPU machine with host buffers (many_small_probe without --gpu); then the GPU tests
+# (ATOMR_COLL_PACK_GRAPHS=1/0) taking turns: the small all_reduce rows back to back and each
+# waited for (whether the latency window's packs now vote), bench coll --many 1000 (the issue's
+# row) and many_small_probe --gpu --group --gap (each call finds the engine idle); the caller's
+# hand-over with host buffers (many_small_probe without --gpu); then the GPU tests
 # (launch/gpu-suite).
-CALL=c2 CALL_BUDGET_S=190
+CALL=c2 CALL_BUDGET_S=230
 source launch/gpu-call-env
 b=$st/bin; mkdir -p $out/json
-for i in 1 2 3; do
+for z in 0 1; do
+  for g in 1 0; do
+    r small_z${z}_g$g 30 "${mp[@]}" -x ATOMR_COLL_PACK_GRAPHS=$g -np 2 $b/atomr bench coll all_reduce -b 8 -e 1M -f 8 -n 1000 -w 100 --many 0 -z $z -J $out/json/small_z${z}_g$g.json
+  done
+done
+for i in 1 2; do
   for g in 1 0; do
     r bench_g${g}_$i 40 "${mp[@]}" -x ATOMR_COLL_PACK_GRAPHS=$g -np 2 $b/atomr bench coll all_reduce -b 8 -e 8 -n 200 -w 20 --many 1000 -J $out/json/many_g${g}_$i.json
     r gap_g${g}_$i 30 "${mp[@]}" -x ATOMR_COLL_PACK_GRAPHS=$g -np 2 $b/many_small_probe 200 1000 2048 --gpu --group --gap
@@ -19,5 +25,5 @@ echo "total ${SECONDS}s" >> $log
 t0=$SECONDS
 timeout 300 env ATOMR_SUITE_PART=tests OUT=$out/suite launch/gpu-suite > $out/suite.txt 2>&1; echo "suite rc=$? in $((SECONDS-t0)) s" >> $out/suite.txt
 (cd $out && tar czf suite.tar.gz suite && rm -rf suite)
-grep -E "^rc=[1-9]" $log; grep -E "^=== |many_small_probe:|# many small" $log | sed 's/mpirun.*-np [12] //' | cut -c1-420; tail -1 $log
+grep -E "^rc=[1-9]" $log; grep -E "^=== |many_small_probe:|# many small|# engine over" $log | sed 's/mpirun.*-np [12] //' | cut -c1-420; tail -1 $log
 grep -E "rc=[1-9]|failures" $out/suite.txt; tail -1 $out/suite.txt

@@ -197,9 +197,14 @@ std::size_t graph_cache::size() const {
 
 void graph_cache::sweep_locked() {
   // A buffer the program let go of is never seen again (block ids are not reused): its graph
-  // would only keep the memory.
-  std::erase_if(entries_, [](const entry& e) {
-    const bool orphan = std::any_of(e.blocks.begin(), e.blocks.end(), [](const auto& b) { return b.use_count() == 1; });
+  // would only keep the memory. One block an entry a look, in turn: a packed batch's graph holds
+  // hundreds, each count a line the program's threads write as they make their requests, and
+  // every lookup (every vote) reading all of them would pay a cache miss each. A graph of a
+  // dropped buffer goes within as many lookups as it holds blocks (at once where the program
+  // dropped them all), or sooner as the least recently used.
+  std::erase_if(entries_, [](entry& e) {
+    if (e.blocks.empty()) return false;
+    const bool orphan = e.blocks[e.swept++ % e.blocks.size()].use_count() == 1;
     if (orphan) destroy(e);
     return orphan;
   });

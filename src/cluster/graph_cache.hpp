@@ -92,9 +92,11 @@ class graph_cache {
     boost::container::small_vector<cudaGraphExec_t, 2> execs;  // one per member
     std::vector<std::shared_ptr<local::buffer_block>> blocks;
     std::shared_ptr<void> scratch;
-    std::uint64_t used = 0;  // last use, for eviction
+    std::uint64_t used = 0;
+    std::size_t swept = 0;  // the block the next sweep looks at (modulo blocks.size())  // last use, for eviction
   };
-  // Drops the graphs whose buffers only this cache still holds (under mutex_).
+  // Drops the graphs found holding the last reference to one of their buffers, one block of each
+  // looked at a call (under mutex_).
   void sweep_locked();
   static void destroy(const entry& e);
   mutable std::mutex mutex_;

@@ -67,7 +67,7 @@ void world_engine::note_pace(graph_pace& pace, bool launched) {
 }
 
 bool world_engine::pack_graph_shape(std::size_t n) const {
-  if (!options_.pack_graphs || !backend_->graph_packs() || options_.check || n < 2 || queue_.size() < n) return false;
+  if (!options_.pack_graphs || !backend_->graph_packs() || options_.check || n < 2) return false;
   // (Counts are the same on every rank for an all_reduce, so every rank decides alike.)
   std::size_t total = 0;
   for (std::size_t i = 0; i < n; ++i) total += (queue_[i]->bytes() + 15) / 16 * 16;
@@ -150,6 +150,14 @@ bool world_engine::graph_vote_first(std::size_t& n) {
   }
   // A packed batch is one the ranks agreed on already (a plan): its vote is on its graph alone.
   if (packable(head) && n > 1) {
+    if (queue_.size() < n) {
+      // (Every rank issues the same batch; one that holds fewer would split it, and vote apart.)
+      fail_world(
+          error(errc::internal, "a packed batch of " + std::to_string(n) + " from request #" +
+                                    std::to_string(head.seq) + " met " + std::to_string(queue_.size()) + " queued"),
+          &head);
+      return true;
+    }
     if (!pack_graph_shape(n)) return false;
     auto& pace = pace_of_pack(head, n);
     if (pace.skip > 0) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 31, call 1f (nvidia-h200, one GPU: the two-GPU machine still not lent), c845e9a (the
+# Session 31, call 1f (nvidia-h200, one GPU: the two-GPU machine still not lent), 3cc6c5e (the
 # graph cache's sweep looks at one block of each graph a lookup): at 1 rank x 1 GPU, packed
 # graphs on / off taking turns, many_small_probe --gpu --group; the small all_reduce rows with
 # packed graphs on and off (whether anything packs there); then the GPU tests (launch/gpu-suite).

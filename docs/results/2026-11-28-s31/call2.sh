@@ -22,8 +22,6 @@ done
 r host_group 30 "${mp[@]}" -np 2 $b/many_small_probe 300 1000 2048 --group
 (cd $out && tar czf json.tar.gz json && rm -rf json)
 echo "total ${SECONDS}s" >> $log
-t0=$SECONDS
-timeout 300 env ATOMR_SUITE_PART=tests OUT=$out/suite launch/gpu-suite > $out/suite.txt 2>&1; echo "suite rc=$? in $((SECONDS-t0)) s" >> $out/suite.txt
-(cd $out && tar czf suite.tar.gz suite && rm -rf suite)
+suite 300
 grep -E "^rc=[1-9]" $log; grep -E "^=== |many_small_probe:|# many small|# engine over" $log | sed 's/mpirun.*-np [12] //' | cut -c1-420; tail -1 $log
 grep -E "rc=[1-9]|failures" $out/suite.txt; tail -1 $out/suite.txt

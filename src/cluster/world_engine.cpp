@@ -1245,6 +1245,12 @@ void world_engine::issue_batch(std::size_t n) {
     }
   }
   result<void> issued = ok();
+  // The batch as the backends take it (the scratch list keeps its capacity).
+  auto raw_batch = [&]() -> std::span<detail::coll_request* const> {
+    scratch_raw_.clear();
+    for (auto& r : batch) scratch_raw_.push_back(r.get());
+    return scratch_raw_;
+  };
   if (graph_decided_) {
     const auto d = *graph_decided_;
     graph_decided_.reset();
@@ -1252,15 +1258,9 @@ void world_engine::issue_batch(std::size_t n) {
       if (r->traced) r->trace->graph = static_cast<std::int8_t>(d.step);
     }
     if (d.packed) {
-      auto& raw = scratch_raw_;
-      raw.clear();
-      for (auto& r : batch) raw.push_back(r.get());
-      issued = backend_->issue_packed_graph(raw, waits, d.step, d.id);
+      issued = backend_->issue_packed_graph(raw_batch(), waits, d.step, d.id);
     } else if (d.chain > 1) {
-      auto& raw = scratch_raw_;
-      raw.clear();
-      for (auto& r : batch) raw.push_back(r.get());
-      issued = backend_->issue_graph_chain(raw, waits, d.step, d.id);
+      issued = backend_->issue_graph_chain(raw_batch(), waits, d.step, d.id);
       if (issued) stats_.graph_chained.fetch_add(batch.size(), std::memory_order_release);
     } else {
       issued = backend_->issue_graph(*batch.front(), waits, d.step, d.id);
@@ -1274,9 +1274,7 @@ void world_engine::issue_batch(std::size_t n) {
   } else if (batch.size() == 1 && !is_p2p(*batch.front())) {
     issued = backend_->issue(*batch.front(), waits);
   } else {
-    auto& raw = scratch_raw_;
-    raw.clear();
-    for (auto& r : batch) raw.push_back(r.get());
+    const auto raw = raw_batch();
     issued = packable(*batch.front()) ? backend_->issue_packed(raw, waits) : backend_->issue_group(raw, waits);
   }
   if (!issued) {

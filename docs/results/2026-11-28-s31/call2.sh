@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 31, call 2 (nvidia-h200-x2), 3cc6c5e: packed batches as graphs on / off
+# Session 31, call 2 (nvidia-h200-x2), f3d8bd0: packed batches as graphs on / off
 # (ATOMR_COLL_PACK_GRAPHS=1/0) taking turns: the small all_reduce rows back to back and each
 # waited for (whether the latency window's packs now vote), bench coll --many 1000 (the issue's
 # row) and many_small_probe --gpu --group --gap (each call finds the engine idle); the caller's

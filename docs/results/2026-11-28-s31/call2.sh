@@ -5,7 +5,7 @@
 # row) and many_small_probe --gpu --group --gap (each call finds the engine idle); the caller's
 # hand-over with host buffers (many_small_probe without --gpu); then the GPU tests
 # (launch/gpu-suite).
-CALL=c2 CALL_BUDGET_S=230
+CALL=c2 CALL_BUDGET_S=200
 source launch/gpu-call-env
 b=$st/bin; mkdir -p $out/json
 for z in 0 1; do
@@ -22,6 +22,6 @@ done
 r host_group 30 "${mp[@]}" -np 2 $b/many_small_probe 300 1000 2048 --group
 (cd $out && tar czf json.tar.gz json && rm -rf json)
 echo "total ${SECONDS}s" >> $log
-suite 300
+suite 290
 grep -E "^rc=[1-9]" $log; grep -E "^=== |many_small_probe:|# many small|# engine over" $log | sed 's/mpirun.*-np [12] //' | cut -c1-420; tail -1 $log
 grep -E "rc=[1-9]|failures" $out/suite.txt; tail -1 $out/suite.txt

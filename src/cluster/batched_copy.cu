@@ -22,11 +22,6 @@ __device__ void copy_block(const void* src, void* dst, std::size_t bytes) {
   for (std::size_t i = threadIdx.x; i < bytes; i += blockDim.x) out[i] = in[i];
 }
 
-__global__ void batched_copy(const copy_desc* descs) {
-  const copy_desc d = descs[blockIdx.x];
-  copy_block(d.src, d.dst, d.bytes);
-}
-
 // The parameter block's size is fixed by the type, and every launch copies all of it: a few
 // capacities keep a small batch's launch small.
 template <int N>
@@ -58,12 +53,6 @@ cudaError_t launch_table(const pack_entry* entries, int count, void* pack, bool 
 }
 
 }  // namespace
-
-cudaError_t launch_batched_copy(const copy_desc* descs, int count, cudaStream_t stream) {
-  if (count <= 0) return cudaSuccess;
-  batched_copy<<<count, 128, 0, stream>>>(descs);
-  return cudaGetLastError();
-}
 
 cudaError_t launch_pack_copy(const pack_entry* entries, int count, void* pack, bool gather, cudaStream_t stream) {
   static_assert(sizeof(pack_table<1024>) <= 32764, "CUDA's kernel parameter limit");

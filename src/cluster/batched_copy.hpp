@@ -8,15 +8,6 @@
 
 namespace atomr::cluster::detail {
 
-struct copy_desc {
-  const void* src;
-  void* dst;
-  std::size_t bytes;
-};
-
-// Copies every `descs[i]` (the array itself in device memory) on `stream`.
-cudaError_t launch_batched_copy(const copy_desc* descs, int count, cudaStream_t stream);
-
 // One request's slot in a pack buffer: its own buffer, and where in the pack its bytes go.
 struct pack_entry {
   void* user;

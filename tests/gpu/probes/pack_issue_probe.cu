@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "../../../src/cluster/batched_copy.hpp"
+#include "uploaded_copy.cuh"
 
 #define CK(x)                                                                                 \
   do {                                                                                        \
@@ -36,7 +36,7 @@
 
 namespace {
 
-using atomr::cluster::detail::copy_desc;
+using atomr::probes::copy_desc;
 using clk = std::chrono::steady_clock;
 
 __device__ unsigned long long now_ns() {
@@ -124,9 +124,9 @@ int main(int argc, char** argv) {
           }
           const auto t2 = clk::now();
           const auto* d = static_cast<const copy_desc*>(descs);
-          CK(atomr::cluster::detail::launch_batched_copy(d, k, s));
+          CK(atomr::probes::launch_batched_copy(d, k, s));
           const auto t3 = clk::now();
-          CK(atomr::cluster::detail::launch_batched_copy(d + k, k, s));
+          CK(atomr::probes::launch_batched_copy(d + k, k, s));
           const auto t4 = clk::now();
           CK(cudaFreeAsync(pack, s));
           if (mode != "mapped") CK(cudaFreeAsync(descs, s));

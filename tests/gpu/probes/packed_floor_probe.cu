@@ -30,11 +30,12 @@
 
 #include "../../../src/cluster/batched_copy.hpp"
 #include "probe_check.hpp"
+#include "uploaded_copy.cuh"
 
 namespace {
 
-using atomr::cluster::detail::copy_desc;
 using atomr::cluster::detail::pack_entry;
+using atomr::probes::copy_desc;
 using clk = std::chrono::steady_clock;
 
 double us(clk::time_point a, clk::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
@@ -89,7 +90,7 @@ void run_packed(setup& u, int batch, bool param, bool pool, steps& st) {
       for (int i = 0; i < n; ++i) descs.push_back({base + slot * i, u.recv[first + i], u.bytes});
       CK(cudaMallocFromPoolAsync(&table, descs.size() * sizeof(copy_desc), u.pool, u.s));
       CK(cudaMemcpyAsync(table, descs.data(), descs.size() * sizeof(copy_desc), cudaMemcpyHostToDevice, u.s));
-      CK(atomr::cluster::detail::launch_batched_copy(static_cast<copy_desc*>(table), n, u.s));
+      CK(atomr::probes::launch_batched_copy(static_cast<copy_desc*>(table), n, u.s));
     }
     const auto t1 = clk::now();
     CK(ncclAllReduce(pack, pack, total / sizeof(float), ncclFloat, ncclSum, u.comm, u.s));
@@ -98,7 +99,7 @@ void run_packed(setup& u, int batch, bool param, bool pool, steps& st) {
       for (int i = 0; i < n; ++i) entries[i].user = u.recv[first + i];
       CK(atomr::cluster::detail::launch_pack_copy(entries.data(), n, pack, false, u.s));
     } else {
-      CK(atomr::cluster::detail::launch_batched_copy(static_cast<copy_desc*>(table) + n, n, u.s));
+      CK(atomr::probes::launch_batched_copy(static_cast<copy_desc*>(table) + n, n, u.s));
       CK(cudaFreeAsync(table, u.s));
     }
     if (pool) CK(cudaFreeAsync(pack, u.s));

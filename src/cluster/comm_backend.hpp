@@ -31,6 +31,8 @@ struct call_plan {
   std::array<std::uint8_t, k_most / 8> cuts{};  // bit i: request i starts a batch
 };
 
+struct bulk_call;
+
 // One accepted collective, from submission until its future resolves.
 struct coll_request {
   // (Made around its spec: the spec is moved once, not assigned after the checks.)
@@ -66,6 +68,8 @@ struct coll_request {
   bool ends_call = false;  // the last request of its submit_all call
   // The first request of a submit_all call planned whole (see call_plan); null otherwise.
   std::unique_ptr<call_plan> plan;
+  // A call of small all_reduces carried as this one request (bulk_call); null otherwise.
+  std::unique_ptr<bulk_call> bulk;
   // ready() found every write it depends on enqueued, with nothing to wait for: that cannot change
   // (later writes come after it), so issuing it needs no second look.
   mutable bool no_waits = false;
@@ -117,9 +121,52 @@ struct coll_request {
     for (const auto& b : spec.send) __builtin_prefetch(b.get());
   }
 
-  // "all_reduce #17 (4096 x f32, sum)"
+  // "all_reduce #17 (4096 x f32, sum)"; "a call of 1000 all_reduces (#17-#1016, f32, sum)"
   std::string describe() const;
   std::size_t bytes() const { return count * local::size_of(spec.type); }
+};
+
+// A call of small all_reduces that the world packs, carried through the engine as one request
+// (world::submit_call): its all_reduces are entries made in one block, and the engine numbers,
+// agrees on, seals, completes and frees the call once, issuing its packed batches from the
+// entries. As one request each, the engine's work per request (making, queueing, agreeing,
+// sealing, completing, settling and freeing each) took 250-370 us of a call of 1000 x 2 KiB on
+// the GPU machine's CPUs at one rank, against 18-71 us for the GPU work itself
+// (docs/benchmarks.md, thirty-first session). Every rank makes the same calls, and the same
+// calls make the same bulk calls on every rank (the rule is the calls' shapes: world::bulk_shape),
+// so a bulk call meets bulk calls only. The request that carries it holds, as tickets, every
+// buffer the call touches once (as one request with many buffers), and the call's sequence
+// numbers, one per entry.
+struct bulk_call {
+  // The call's all_reduces in order: entry i has the carrier's sequence number + i. They hold
+  // the specs (their buffers) and a submit_all call's futures; the backends take them as
+  // requests. (A block of them, not one allocation each; kept for its capacity, see
+  // world_engine::spare_bulk_.)
+  std::vector<coll_request> entries;
+  std::vector<coll_request*> pointers;  // entries' addresses, as the backends take batches
+  // This rank's cuts before agreement (bit i: entry i starts a batch), then the agreed ones (every
+  // rank's, merged): where the type or reduction changes, every call_batch entries, where a pack
+  // would outgrow its buffer, and before an entry whose buffer an earlier entry touches (on this
+  // rank: the batches run in order).
+  std::array<std::uint8_t, call_plan::k_most / 8> cuts{};
+  bool repeats = false;                    // some entry touches a buffer an earlier entry touches (see cuts)
+  bool agreed = false;                     // cuts holds the agreed batches
+  std::size_t issued = 0;                  // entries issued so far (whole batches)
+  std::vector<coll_request*> batch_heads;  // the first entry of each issued batch
+  std::size_t finished_batches = 0;        // batch_heads found finished (in order)
+  bool cut_at(std::size_t i) const { return (cuts[i / 8] >> (i % 8)) & 1U; }
+  void set_cut(std::size_t i) { cuts[i / 8] = static_cast<std::uint8_t>(cuts[i / 8] | 1U << (i % 8)); }
+  // Ready for another call: no entries (their buffers let go of), no batches.
+  void reset() {
+    entries.clear();
+    pointers.clear();
+    cuts = {};
+    repeats = false;
+    agreed = false;
+    issued = 0;
+    batch_heads.clear();
+    finished_batches = 0;
+  }
 };
 
 // Per local member: events to wait on before the request's work.

@@ -112,6 +112,7 @@ result<void> request_trace::write_json(const std::string& path, int rank) const 
       {{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
   for (const auto& r : snapshot()) {
     nlohmann::json args{{"seq", r.seq}, {"op", to_string(r.kind)}, {"bytes", r.bytes}, {"batch", r.batch}};
+    if (r.entries > 0) args["entries"] = r.entries;
     if (r.graph >= 0) args["graph"] = k_graph_steps[static_cast<std::size_t>(r.graph) % k_graph_steps.size()];
     auto done_args = args;
     done_args["looks"] = r.looks;

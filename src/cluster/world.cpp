@@ -77,6 +77,9 @@ result<world_options> world_options::from_environment() {
   if (pack_graphs != 0 && pack_graphs != 1)
     return error(errc::invalid_argument, "ATOMR_COLL_PACK_GRAPHS must be 0 or 1");
   o.pack_graphs = pack_graphs == 1;
+  ATOMR_ASSIGN_OR_RETURN(const auto bulk, tunable_int(tunables::coll_bulk));
+  if (bulk != 0 && bulk != 1) return error(errc::invalid_argument, "ATOMR_COLL_BULK must be 0 or 1");
+  o.bulk = bulk == 1;
   return o;
 }
 
@@ -275,6 +278,9 @@ void world::submit_call(std::vector<coll_spec>&& specs, std::vector<std::size_t>
   constexpr std::size_t k_part = world_engine::k_submit_part;
   // A submit_group call (`checked` holds every request's count): one future, its last request's.
   const bool group = !checked.empty();
+  // (A submit_group call of many small all_reduces: one request per bulk call. Only a group's:
+  // ranks may split a submit_all call's requests differently, but a group is made alike.)
+  if (group && bulk_shape(specs, checked)) return submit_bulk(std::move(specs), checked, group, out);
   // (Kept per thread for its table: a fresh one for 1000 requests was an allocation and 32 KiB
   // to clear on every call, 9 % of the caller's time in a profile of 1000 x 2 KiB calls.)
   // (A call made from a continuation that this call runs, while it hands over, has its own.)

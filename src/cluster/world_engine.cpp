@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "atomr/cluster/liveness.hpp"
 #include "atomr/cluster/mpi_check.hpp"
@@ -143,6 +144,11 @@ void detail::coll_request::operator delete(void* p, std::size_t bytes) noexcept 
 }
 
 std::string detail::coll_request::describe() const {
+  if (bulk) {
+    return "a call of " + std::to_string(bulk->entries.size()) + " all_reduces (#" + std::to_string(seq) + "-#" +
+           std::to_string(seq + bulk->entries.size() - 1) + ", " + std::string(local::to_string(spec.type)) + ", " +
+           std::string(to_string(spec.params.op)) + ")";
+  }
   std::string out = std::string(to_string(spec.kind)) + " #" + std::to_string(seq);
   if (spec.kind == coll_kind::barrier) return out;
   out += " (" + std::to_string(count) + " x " + std::string(local::to_string(spec.type));
@@ -412,15 +418,29 @@ std::optional<error> world_engine::failure() const {
 // Under mutex_: numbers the request and hands it to the progress thread (or fails it at once).
 void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point deadline, std::uint64_t together) {
   if (failure_) {
-    r->done.set_error(error(errc::aborted, "the world failed earlier: " + failure_->message()));
+    const error failed(errc::aborted, "the world failed earlier: " + failure_->message());
+    r->done.set_error(failed);
+    if (r->bulk) {
+      for (auto& e : r->bulk->entries) e.done.set_error(failed);
+    }
     return;
   }
-  r->seq = next_seq_++;
+  r->seq = next_seq_;
+  next_seq_ += r->bulk ? r->bulk->entries.size() : 1;  // (a bulk call: one number per entry)
   // A submit_all call's requests are announced by the done mark (see resolving_); a request
   // submitted alone is fulfilled as it finishes.
-  if (together != 0) r->done.set_done_mark(&hook_->done_through, r->seq);
+  if (together != 0) r->done.set_done_mark(&hook_->done_through, last_seq(*r));
   r->deadline = deadline;
   r->together = together;
+  if (r->bulk) {
+    std::uint64_t seq = r->seq;
+    for (auto& e : r->bulk->entries) {
+      e.seq = seq++;
+      e.deadline = deadline;
+      e.together = together;
+      if (!e.done.empty()) e.done.set_done_mark(&hook_->done_through, e.seq);
+    }
+  }
   if (request_trace::get().on()) {
     r->traced = true;
     r->trace = std::make_unique<traced_request>();
@@ -532,6 +552,24 @@ std::vector<future<void>> world_engine::submit_all(std::vector<std::unique_ptr<c
         }
       },
       more_coming);
+  return out;
+}
+
+std::vector<future<void>> world_engine::submit_bulk(std::unique_ptr<coll_request> carrier, std::uint64_t together,
+                                                    bool more_coming) {
+  std::vector<future<void>> out;
+  auto& entries = carrier->bulk->entries;
+  out.reserve(entries.size() + 1);
+  for (auto& e : entries) {
+    if (e.done.empty()) continue;
+    if (assist_hook_) e.done.set_progress_hook(assist_hook_);
+    out.push_back(e.done.get_future());
+  }
+  if (!carrier->done.empty()) {
+    if (assist_hook_) carrier->done.set_progress_hook(assist_hook_);
+    out.push_back(carrier->done.get_future());
+  }
+  hand_over([&] { accept(std::move(carrier), clock::now() + options_.op_timeout, together); }, more_coming);
   return out;
 }
 
@@ -721,7 +759,9 @@ void world_engine::run() {
     span(slow_phase::resolve_free);
     const auto after = std::make_tuple(queue_.size(), in_flight_.size(), exchange_ != nullptr, background_.size(),
                                        graph_vote_ != nullptr, resolving_.size());
-    busy = has_work() || !retired_.empty();  // (freeing goes on a chunk a turn, without sleeping)
+    if (!has_open()) empty_spares();
+    // (Freeing goes on a chunk a turn, without sleeping.)
+    busy = has_work() || !retired_.empty() || spares_full_.load(std::memory_order_relaxed);
     issuing.unlock();
     if (before != after) {
       last_change = clock::now();
@@ -798,7 +838,7 @@ bool world_engine::ready(const coll_request& r, detail::member_waits& waits, con
   return true;
 }
 
-bool world_engine::packable(const coll_request& r) const { return packs_shape(r.spec.kind, r.bytes()); }
+bool world_engine::packable(const coll_request& r) const { return !r.bulk && packs_shape(r.spec.kind, r.bytes()); }
 
 namespace {
 bool is_p2p(const detail::coll_request& r) { return r.spec.kind == coll_kind::send || r.spec.kind == coll_kind::recv; }
@@ -895,7 +935,9 @@ std::size_t world_engine::plan_offer(std::uint8_t* cuts) const {
   return n;
 }
 
-bool world_engine::groupable(const coll_request& r) const { return groupable_kind(r.spec.kind) && !packable(r); }
+bool world_engine::groupable(const coll_request& r) const {
+  return !r.bulk && groupable_kind(r.spec.kind) && !packable(r);
+}
 
 std::optional<std::size_t> world_engine::group_prefix() const {
   const auto& head = *queue_.front();
@@ -1020,9 +1062,12 @@ void world_engine::issue_ready(bool seal_now) {
 
 bool world_engine::start_issue() {
   auto& head = *queue_.front();
+  // (A bulk call's later batches run after its first, which waited for its inputs.)
+  if (head.bulk && head.bulk->issued > 0) return start_bulk();
   if (!ready(head, scratch_waits_)) return false;
   head.stamp(trace_stage::inputs);
   if (!planned_.empty()) return issue_planned();
+  if (head.bulk) return start_bulk();
   // A small all_reduce issued behind others only waits on the device: while the pipeline is
   // that deep, let more of them queue up, to be packed together (the packing window). A lone
   // request is issued at once, and the requests in flight complete without the queued ones
@@ -1122,6 +1167,92 @@ bool world_engine::start_issue() {
   return true;
 }
 
+bool world_engine::start_bulk() {
+  auto& head = *queue_.front();
+  auto& b = *head.bulk;
+  const auto length = b.entries.size();
+  if (!b.agreed) {
+    stats_.agreements.fetch_add(1, std::memory_order_release);
+    if (control_size_ == 1) {
+      b.agreed = true;  // nobody to agree with: its own cuts
+    } else {
+      // One exchange for the bulk call: each rank's cuts (its own repeats differ), merged.
+      exchange_ = std::make_unique<exchange>();
+      auto& s = exchange_->mine.head;
+      s.seq = head.seq;
+      s.count = length;
+      s.kind = static_cast<std::uint8_t>(coll_kind::all_reduce);
+      s.type = static_cast<std::uint8_t>(head.spec.type);
+      s.op = static_cast<std::uint8_t>(head.spec.params.op);
+      s.offered = static_cast<std::int32_t>(length);
+      s.offered_most = s.offered;
+      std::copy(b.cuts.begin(), b.cuts.end(), exchange_->mine.cuts);
+      exchange_->call = head.together;
+      if (!post_exchange(*exchange_, &head)) exchange_.reset();
+      return true;
+    }
+  }
+  const auto n = bulk_batch_length();
+  // Where the backend does not run its work in order (the host backend), a batch after one that
+  // touches the same buffer waits for the batches before it to finish.
+  if (b.repeats && !backend_->stream_ordered()) {
+    while (b.finished_batches < b.batch_heads.size()) {
+      auto done = backend_->test(*b.batch_heads[b.finished_batches]);
+      if (!done) {
+        fail_world(done.error_value().with_context("waiting for " + head.describe()), &head);
+        return true;
+      }
+      if (!*done) return false;
+      ++b.finished_batches;
+    }
+  }
+  // Its graph: voted on as a planned call's packed batch is (the same shapes on every rank).
+  if (n > 1 && options_.pack_graphs && backend_->graph_packs()) {
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n; ++i) total += (b.entries[b.issued + i].bytes() + 15) / 16 * 16;
+    if (total <= backend_->graph_limit()) {
+      auto& pace = pace_of_pack(b.entries[b.issued], n);
+      if (pace.skip > 0) {
+        --pace.skip;
+      } else {
+        auto vote = std::make_unique<graph_vote>();
+        vote->packed = n;
+        auto& batch = scratch_const_;
+        batch.assign(b.pointers.begin() + static_cast<std::ptrdiff_t>(b.issued),
+                     b.pointers.begin() + static_cast<std::ptrdiff_t>(b.issued + n));
+        const auto held = backend_->graph_lookup_packed(batch);
+        const auto capture = static_cast<std::int64_t>(held.capture);
+        vote->value[0] = capture;
+        vote->value[1] = -capture;
+        vote->value[2] = held.seen ? 0 : 1;
+        send_graph_vote(std::move(vote));
+        return true;
+      }
+    }
+  }
+  issue_bulk_batch(n, std::nullopt);
+  return true;
+}
+
+void world_engine::finish_bulk_exchange(exchange& ex) {
+  auto& head = *queue_.front();
+  auto& b = *head.bulk;
+  settle_merged(ex);
+  const auto length = static_cast<std::int32_t>(b.entries.size());
+  if (ex.merged.head.offered != length || ex.merged.head.offered_most != length) {
+    return fail_world(
+        error(errc::invalid_argument,
+              "ranks made different calls: this rank's " + head.describe() + " met a call of " +
+                  std::to_string(ex.merged.head.offered) + " to " + std::to_string(ex.merged.head.offered_most) +
+                  " requests on another rank (every rank must make the same calls, in the same order)"),
+        &head);
+  }
+  std::copy(ex.merged.cuts, ex.merged.cuts + b.cuts.size(), b.cuts.begin());
+  b.agreed = true;
+  head.stamp(trace_stage::agreed);
+  (void)start_bulk();
+}
+
 bool world_engine::post_exchange(exchange& ex, const coll_request* head) {
   ex.merged = ex.mine;
   const auto& merge = plan_reduction();
@@ -1189,6 +1320,7 @@ void world_engine::finish_exchange() {
           &head);
     }
   }
+  if (head.bulk) return finish_bulk_exchange(*ex);
   if (!packable(head)) return issue_batch(ex->batch);
   settle_merged(*ex);
   const std::int32_t agreed = ex->merged.head.offered;
@@ -1410,7 +1542,7 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
     const bool is_alone = in_flight_[n]->together == 0;
     if (is_alone && alone == k_fulfil_most) break;
     const auto look_began = in_flight_[n]->traced ? clock::now().time_since_epoch().count() : 0;
-    auto finished = backend_->test(*in_flight_[n]);
+    auto finished = test_request(*in_flight_[n]);
     if (look_began != 0) {
       slow_spans_.note(slow_phase::query, clock::now() - clock::time_point(clock::duration(look_began)));
     }
@@ -1441,7 +1573,11 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
   }
   last_alone_ = alone;
   if (n > 0 && by_caller) stats_.assisted.fetch_add(n, std::memory_order_release);
-  if (n > 0) stats_.requests.fetch_add(n, std::memory_order_release);
+  if (n > 0) {
+    std::size_t requests = 0;  // (a bulk call counts its entries)
+    for (std::size_t i = 0; i < n; ++i) requests += in_flight_[i]->bulk ? in_flight_[i]->bulk->entries.size() : 1;
+    stats_.requests.fetch_add(requests, std::memory_order_release);
+  }
   // Requests submitted alone are fulfilled here. A submit_all call's requests hear at once, by
   // the done mark; their futures are settled after (resolve_finished). Both are freed later
   // (free_retired).
@@ -1451,7 +1587,7 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
   for (std::size_t i = 0; i < n; ++i) {
     auto& r = *in_flight_[i];
     if (!r.writes_published) publish_writes(r, {});
-    completed_seq_ = r.seq;
+    completed_seq_ = last_seq(r);
     if (r.traced) {
       if (done_ns == 0) done_ns = coll_request::trace_now();
       r.stamp_at(trace_stage::done, done_ns);
@@ -1489,6 +1625,9 @@ void world_engine::resolve_finished(std::size_t most) {
   for (std::size_t i = 0; i < most && !resolving_.empty(); ++i) {
     auto& r = *resolving_.front();
     r.done.settle();
+    if (r.bulk) {
+      for (auto& e : r.bulk->entries) e.done.settle();
+    }
     if (r.traced) {
       r.stamp(trace_stage::resolved);
       request_trace::get().add(*r.trace);
@@ -1519,8 +1658,7 @@ void world_engine::free_retired(bool all) {
                              : !resolving_.empty() || last_alone_ == k_fulfil_most ? 8
                                                                                    : k_free_chunk;
   const std::size_t over = retired_.size() > k_retired_most ? retired_.size() - k_retired_most : 0;
-  const std::size_t most = std::min(retired_.size(), std::max(policy, over));
-  for (std::size_t i = 0; i < most; ++i) retired_.pop_front();
+  free_front(all ? std::numeric_limits<std::size_t>::max() : std::max(policy, over));
 }
 
 void world_engine::check_health() {
@@ -1668,6 +1806,13 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
         r->done.set_error(cause);
       } else {
         r->done.set_error(error(errc::aborted, r->describe() + " was aborted: " + cause.message()));
+      }
+      if (r->bulk) {
+        for (auto& e : r->bulk->entries) {
+          e.done.set_error(r.get() == culprit ? cause
+                                              : error(errc::aborted, e.describe() + " (of " + r->describe() +
+                                                                         ") was aborted: " + cause.message()));
+        }
       }
     }
     list.clear();

@@ -57,6 +57,13 @@ class world_engine {
   std::vector<future<void>> submit_all(std::vector<std::unique_ptr<detail::coll_request>> rs, std::uint64_t together,
                                        bool more_coming = false);
   std::uint64_t together_id() { return next_together_.fetch_add(1, std::memory_order_relaxed); }
+  // A call carried as one request (detail::bulk_call, made by world::submit_call): gives the
+  // futures of its entries that have one, then the carrier's if it has one.
+  std::vector<future<void>> submit_bulk(std::unique_ptr<detail::coll_request> carrier, std::uint64_t together,
+                                        bool more_coming);
+  // An empty bulk call for the next call to fill: a finished call's, kept for its capacity (a
+  // fresh block of 1024 entries was a quarter megabyte to allocate and fault in), or a new one.
+  std::unique_ptr<detail::bulk_call> take_bulk();
   // A long submit_all call of small all_reduces is handed over in parts of this many.
   static constexpr std::size_t k_submit_part = 128;
   // Whether `r` is a small all_reduce this world packs with others.
@@ -125,6 +132,29 @@ class world_engine {
   // same graph (a chain), which count as enqueued.
   bool ready(const detail::coll_request& r, detail::member_waits& waits, const write_list* ahead = nullptr) const;
   std::size_t p2p_prefix() const;
+  // Bulk calls (world_bulk.cpp). The head is a bulk call: agrees on its batches, then issues the
+  // next one (start_issue's part); false while nothing can be done yet.
+  bool start_bulk();
+  // The next batch's length at the head bulk call.
+  std::size_t bulk_batch_length() const;
+  // Whether the request's work is done (a bulk call: every batch's, where the backend does not
+  // keep them in order).
+  result<bool> test_request(detail::coll_request& r);
+  // The last sequence number a request covers (a bulk call's: its last entry's).
+  static std::uint64_t last_seq(const detail::coll_request& r);
+  // Frees up to `budget` requests' worth of retired_ front (a bulk call counts its entries).
+  void free_front(std::size_t budget);
+  std::mutex spare_mutex_;
+  // Finished bulk calls kept for their capacity (a call of 1000 is four of them), at most
+  // k_spare_bulks (under spare_mutex_). They go there whole: the caller that takes one lets go of
+  // its entries (their buffers) on its own thread, where the program made and holds them, and
+  // the progress thread does so once nothing is open (spares_full_: some spare holds entries).
+  // (Freed on the progress thread, a call's 1000 entries took it as long as issuing them, and
+  // the caller's next call found no spare and faulted a fresh block in.)
+  static constexpr std::size_t k_spare_bulks = 8;
+  std::vector<std::unique_ptr<detail::bulk_call>> spare_bulks_;
+  std::atomic<bool> spares_full_{false};
+  void empty_spares();  // (the progress thread, nothing open)
   // How many requests from the head go in one group (see coll_request::together); nullopt while
   // one of them waits for an earlier write, so that every rank groups the same requests.
   std::optional<std::size_t> group_prefix() const;
@@ -265,6 +295,7 @@ class world_engine {
   // Records the completion of the unsealed requests and publishes their writes.
   void seal();
   struct exchange;
+  void finish_bulk_exchange(exchange& ex);  // (a bulk call's, see start_bulk)
   std::unique_ptr<exchange> exchange_;
   // Exchanges whose outcome this rank already knows (it offered one request: the plan can only
   // be that request alone), so it issued without waiting for them; they finish in the background.
@@ -326,6 +357,8 @@ class world_engine {
     bool packed = false;    // the packed batch from `seq` (issue_packed_graph)
   };
   std::deque<graph_decision> graph_planned_;
+  // Issues the head bulk call's next batch, of `n` entries, as `d` decided (none: as usual).
+  void issue_bulk_batch(std::size_t n, std::optional<graph_decision> d);
   // How many requests from the head this rank will issue alone, each in turn (the head counts).
   std::size_t graph_run_local() const;
   std::unique_ptr<graph_vote> graph_vote_;

@@ -28,7 +28,7 @@ std::array<std::uint64_t, 3> shape_of(const coll_request& r) {
 
 bool world_engine::graph_shape(const coll_request& r) const {
   const auto limit = backend_->graph_limit();
-  if (limit == 0 || options_.check || r.bytes() == 0 || r.bytes() > limit) return false;
+  if (limit == 0 || r.bulk || options_.check || r.bytes() == 0 || r.bytes() > limit) return false;
   switch (r.spec.kind) {
     case coll_kind::all_reduce:
     case coll_kind::broadcast:
@@ -89,7 +89,9 @@ void world_engine::start_pack_vote(std::size_t n) {
 }
 
 void world_engine::finish_pack_vote(const graph_vote& vote) {
-  auto& head = *queue_.front();
+  auto& carrier = *queue_.front();
+  // (A bulk call's batch: its first entry stands for the batch, as a planned batch's head does.)
+  const auto& head = carrier.bulk ? carrier.bulk->entries[carrier.bulk->issued] : carrier;
   graph_decision d{head.seq, graph_step::eager, 0, 1, true};
   if (vote.value[0] == -vote.value[1] && vote.value[0] > 0) {
     d.step = graph_step::launch;
@@ -99,6 +101,7 @@ void world_engine::finish_pack_vote(const graph_vote& vote) {
     d.id = head.seq;
   }
   note_pace(pace_of_pack(head, vote.packed), d.step == graph_step::launch);
+  if (carrier.bulk) return issue_bulk_batch(vote.packed, d);
   graph_decided_ = d;
   graph_voted_ = true;
   issue_batch(vote.packed);

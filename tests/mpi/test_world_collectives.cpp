@@ -636,29 +636,112 @@ TEST_F(Collectives, LongSubmitAllCallsArePlannedWholeAndHandedOverInParts) {
 }
 
 TEST_F(Collectives, ASubmitGroupCallHasOneFutureThatEndsWithItsLastRequest) {
-  // 1000 small all_reduces in one submit_group call: planned and packed as submit_all's, with
-  // one future, done once every request is (the engine counts a request complete before the
-  // mark that ends the call's future).
+  // 1000 small all_reduces in one submit_group call, with one future, done once every request
+  // is (the engine counts a request complete before the mark that ends the call's future). As
+  // bulk calls (the default): four of 256 at most, each agreed on and issued as one packed
+  // batch. Without them: planned and packed as submit_all's, in one agreement.
+  for (const bool bulk : {true, false}) {
+    SCOPED_TRACE(bulk ? "bulk calls" : "one request each");
+    cluster::world_options o;
+    o.bulk = bulk;
+    auto w = make_world(o);
+    ASSERT_TRUE(w);
+    constexpr int k = 1000;
+    const auto bufs = counting_buffers(k, 8);
+    auto specs = sums_in_place(bufs);
+    auto done = w->submit_group(std::move(specs));
+    ASSERT_TRUE(done.get());
+    const auto s = w->stats();
+    EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k));
+    EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
+    EXPECT_EQ(s.agreements, bulk ? 4u : 1u);
+    EXPECT_EQ(s.issues, 4u);  // (batches of 256 either way)
+    for (int i = 0; i < k; ++i) {
+      ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 1))) << "buffer " << i;
+    }
+    // Again, on the same buffers: the second call's sums wait for the first's.
+    auto again = sums_in_place(bufs);
+    ASSERT_TRUE(w->submit_group(std::move(again)).get());
+    for (int i = 0; i < k; ++i) {
+      ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 2))) << "buffer " << i;
+    }
+  }
+}
+
+TEST_F(Collectives, ABulkCallThatTouchesABufferTwiceRunsInOrder) {
+  // A submit_group call of 300 sums (bulk calls of 256 and 44) in which every 7th buffer is
+  // summed again right after its first sum, and every 50th sum's result is read by the next
+  // call's sum (out of place, into a buffer of its own): each repeat starts a batch that runs
+  // after the one before (on the host backend, which does not keep its work in order, once it
+  // has finished), so every sum sees the one before it.
   auto w = make_world();
   ASSERT_TRUE(w);
-  constexpr int k = 1000;
-  const auto bufs = counting_buffers(k, 8);
-  auto specs = sums_in_place(bufs);
-  auto done = w->submit_group(std::move(specs));
-  ASSERT_TRUE(done.get());
+  constexpr int k = 300;
+  const auto bufs = counting_buffers(k, 16);
+  const auto chained = counting_buffers(k / 50, 16);
+  std::vector<cluster::coll_spec> specs;
+  for (int i = 0; i < k; ++i) {
+    const auto& b = bufs[static_cast<std::size_t>(i)];
+    specs.push_back(sum_in_place(b));
+    if (i % 7 == 6) specs.push_back(sum_in_place(b));
+    if (i % 50 == 49) {
+      specs.push_back({coll_kind::all_reduce,
+                       local::dtype::f32,
+                       {},
+                       {b.block()},
+                       {chained[static_cast<std::size_t>(i / 50)].block()}});
+    }
+  }
+  const auto total = specs.size();
+  ASSERT_TRUE(w->submit_group(std::move(specs)).get());
+  for (int i = 0; i < k; ++i) {
+    const int times = i % 7 == 6 ? 2 : 1;
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(16, summed(i, times))) << "buffer " << i;
+    if (i % 50 == 49) {
+      EXPECT_EQ(read(chained[static_cast<std::size_t>(i / 50)]), std::vector<float>(16, summed(i, times + 1)))
+          << "the sum of buffer " << i;
+    }
+  }
   const auto s = w->stats();
-  EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k));
+  EXPECT_EQ(s.requests, total);
+  EXPECT_EQ(s.packed, total);
+  EXPECT_EQ(s.agreements, 2u);
+  EXPECT_GT(s.issues, 2u + k / 7);  // (a batch from each repeat)
+}
+
+TEST_F(Collectives, BulkCallsOfRanksWithDifferentCallBatchesAgree) {
+  // ATOMR_COLL_CALL_BATCH 100 on odd ranks, 256 on even ones: a submit_group call of 600 goes as
+  // bulk calls of 256, 256 and 88 on every rank, and each rank's cuts are merged.
+  cluster::world_options o;
+  o.call_batch = rank_ % 2 == 1 ? 100 : 256;
+  auto w = make_world(o);
+  ASSERT_TRUE(w);
+  constexpr int k = 600;
+  const auto bufs = counting_buffers(k, 4);
+  ASSERT_TRUE(w->submit_group(sums_in_place(bufs)).get());
+  for (int i = 0; i < k; ++i) {
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(4, summed(i, 1))) << "buffer " << i;
+  }
+  const auto s = w->stats();
   EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
-  EXPECT_EQ(s.agreements, 1u);
-  for (int i = 0; i < k; ++i) {
-    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 1))) << "buffer " << i;
-  }
-  // Again, on the same buffers: the second call's sums wait for the first's.
-  auto again = sums_in_place(bufs);
-  ASSERT_TRUE(w->submit_group(std::move(again)).get());
-  for (int i = 0; i < k; ++i) {
-    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 2))) << "buffer " << i;
-  }
+  EXPECT_EQ(s.agreements, 3u);
+  // Cuts at 0, 100, 200 | 256, 356, 456 | 512 with an odd rank (every 100 of each bulk call);
+  // 0 | 256 | 512 alone.
+  EXPECT_EQ(s.issues, size_ > 1 ? 7u : 3u);
+}
+
+TEST_F(Collectives, ABulkCallMetByAnotherCallFailsNamingIt) {
+  // Rank 0 makes a submit_group call of 300 small all_reduces, the others of 200: their first
+  // bulk calls (256 and 200 entries) differ, and every rank's future fails saying so, rather
+  // than hanging or summing the wrong buffers together.
+  if (size_ == 1) GTEST_SKIP() << "needs two ranks";
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  const auto bufs = counting_buffers(rank_ == 0 ? 300 : 200, 4);
+  auto r = w->submit_group(sums_in_place(bufs)).get();
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error_value().message().find("ranks made different calls"), std::string::npos)
+      << r.error_value().message();
 }
 
 TEST_F(Collectives, ASubmitGroupCallOfMixedCollectivesMatchesSubmitAllOnOtherRanks) {

@@ -264,7 +264,8 @@ class GraphVotes : public testing::world_fixture {
   static int packed_graph_issues() {
     return packed_graph_steps[0].load() + packed_graph_steps[1].load() + packed_graph_steps[2].load();
   }
-  void packed_round(cluster::world& w, int t, const buffer_pairs& bufs, std::size_t n) {
+  // (`group`: in one submit_group call, bulk calls: see world_options::bulk.)
+  void packed_round(cluster::world& w, int t, const buffer_pairs& bufs, std::size_t n, bool group = false) {
     auto value = [&](int r, std::size_t i, std::size_t j) {
       return 1000 * t + 100 * r + static_cast<std::int32_t>(j + 10000 * i);
     };
@@ -276,7 +277,11 @@ class GraphVotes : public testing::world_fixture {
       specs.push_back(
           {coll_kind::all_reduce, local::dtype::i32, {}, {bufs[i].first.block()}, {bufs[i].second.block()}});
     }
-    for (auto& done : w.submit_all(std::move(specs))) ASSERT_TRUE(done.get());
+    if (group) {
+      ASSERT_TRUE(w.submit_group(std::move(specs)).get());
+    } else {
+      for (auto& done : w.submit_all(std::move(specs))) ASSERT_TRUE(done.get());
+    }
     for (std::size_t i = 0; i < bufs.size(); ++i) {
       std::vector<std::int32_t> want(n, 0);
       for (int r = 0; r < size_; ++r) {
@@ -385,6 +390,29 @@ TEST_F(GraphVotes, ARepeatedPackedCallGoesAsUsualThenIsCapturedThenLaunched) {
   for (int t = 0; t < rounds; ++t) packed_round(*w, t, bufs, n);
   const auto s = w->stats();
   EXPECT_EQ(s.packed, rounds * k);
+  EXPECT_EQ(s.graph_votes, 2u * rounds);
+  EXPECT_EQ(s.graph_votes_shared_memory, shared_votes(2u * rounds, size_));
+  EXPECT_EQ(packed_graph_steps[0].load(), 2);
+  EXPECT_EQ(packed_graph_steps[1].load(), 2);
+  EXPECT_EQ(packed_graph_steps[2].load(), 2 * (rounds - 2));
+  EXPECT_EQ(s.graph_captures, 2u);
+  EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
+  expect_decided_alike();
+}
+
+TEST_F(GraphVotes, ARepeatedBulkCallGoesAsUsualThenIsCapturedThenLaunched) {
+  // The same 300 in one submit_group call: bulk calls of 256 and 44, each one packed batch,
+  // voted on, captured and launched as a planned call's batches are.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int rounds = 5;
+  constexpr std::size_t k = 300;
+  constexpr std::size_t n = 16;
+  const auto bufs = make_pairs(k, n);
+  for (int t = 0; t < rounds; ++t) packed_round(*w, t, bufs, n, true);
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed, rounds * k);
+  EXPECT_EQ(s.agreements, 2u * rounds);
   EXPECT_EQ(s.graph_votes, 2u * rounds);
   EXPECT_EQ(s.graph_votes_shared_memory, shared_votes(2u * rounds, size_));
   EXPECT_EQ(packed_graph_steps[0].load(), 2);

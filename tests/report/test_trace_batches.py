@@ -17,7 +17,8 @@ import unittest
 
 ARGS = None
 ROW = re.compile(
-    r"^\s*(\d+)\s+(\d+)\s+([\d.]+)-([\d.]+)\s+([\d.nan]+)\s+([\d.nan]+)\s+([\d.nan]+)\s+([\d.nan]+)-([\d.nan]+)\s*$")
+    r"^\s*(\d+)\s+(\d+)\s+([\d.]+)-([\d.]+)\s+([\d.nan]+)\s+([\d.nan]+)\s+([\d.nan]+)\s+([\d.nan]+)-([\d.nan]+)\s*"
+    r"(?:\(a bulk call of \d+\))?$")
 
 
 def run_script(*paths):
@@ -133,6 +134,8 @@ class HostBackendRun(unittest.TestCase):
                 self.assertIn("200 requests", r.stdout)
                 got = rows(r.stdout)
                 self.assertEqual(sum(row[1] for row in got), 200, r.stdout)
+                # The last call, a submit_group call of 200, went as one bulk call: one traced request.
+                self.assertIn("(a bulk call of 200)", r.stdout)
                 for seq, n, handed_from, handed_to, agreed, called, done, res_from, res_to in got:
                     self.assertLessEqual(handed_from, handed_to)
                     self.assertLessEqual(handed_from, agreed + 0.05)

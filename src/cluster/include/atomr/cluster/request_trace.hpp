@@ -40,6 +40,7 @@ struct traced_request {
   std::uint64_t bytes = 0;
   coll_kind kind = coll_kind::barrier;
   std::uint32_t batch = 1;           // requests issued together with it (packed or grouped), itself included
+  std::uint32_t entries = 0;         // a bulk call's all_reduces (one traced request for all; 0: not one)
   std::int32_t caller_thread = 0;    // Linux thread ids
   std::int32_t progress_thread = 0;  // the thread that issued it
   std::int32_t done_thread = 0;      // the thread that found it done (a waiting caller, or the progress thread)

@@ -75,6 +75,10 @@ struct world_options {
   // on and replayed as one graph (its gather, all_reduce and scatter). ATOMR_COLL_PACK_GRAPHS; the
   // same on every rank (the ranks vote on the same batches).
   bool pack_graphs = true;
+  // A submit_all or submit_group call of more than 128 small all_reduces (up to pack_limit
+  // bytes each) goes through the engine as one request per 1024 of them, rather than one per
+  // all_reduce (detail::bulk_call). ATOMR_COLL_BULK; the same on every rank.
+  bool bulk = true;
 
   // The defaults, with the ATOMR_COLL_* variables applied (a malformed one is an error).
   static result<world_options> from_environment();
@@ -275,6 +279,14 @@ class world {
   // Marks the buffers `spec` uses in `used`; false if one of them was marked already (by an
   // earlier request of the same call).
   static bool mark_buffers(pointer_set& used, const coll_spec& spec);
+  // Whether a call goes as bulk calls (detail::bulk_call, bulk_call.cpp): more than 128 small
+  // all_reduces that pack, with bulk calls on. Decided by the calls' shapes alone, so the same
+  // calls decide alike on every rank. Fills `counts` where it was empty (submit_all's call).
+  bool bulk_shape(const std::vector<coll_spec>& specs, std::vector<std::size_t>& counts) const;
+  // Makes the call's bulk calls (1024 all_reduces at most each) and hands them over, putting the
+  // futures in `out` as submit_call does.
+  void submit_bulk(std::vector<coll_spec>&& specs, const std::vector<std::size_t>& counts, bool group,
+                   std::vector<std::optional<future<void>>>& out) const;
   template <local::device_element T>
   future<void> one(coll_kind kind, const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv,
                    coll_params params) const {

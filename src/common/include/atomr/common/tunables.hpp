@@ -49,6 +49,11 @@ inline constexpr tunable coll_pack_graphs{
     "NCCL, CUDA graphs on: a packed batch repeated on the same buffers is voted on and replayed as one graph (its "
     "pack up to ATOMR_NCCL_GRAPH_BYTES); 0: packed batches are issued as usual. The same on every rank"};
 
+inline constexpr tunable coll_bulk{
+    "coll_bulk", "ATOMR_COLL_BULK", "1",
+    "a submit_all or submit_group call of more than 128 small all_reduces (up to ATOMR_COLL_PACK_BYTES each) goes "
+    "through the engine as one request, 1024 at most each; 0: one request per all_reduce. The same on every rank"};
+
 inline constexpr tunable coll_vote_shm{
     "coll_vote_shm", "ATOMR_COLL_VOTE_SHM", "1",
     "every rank of a world on one node: its CUDA graph votes go through shared memory; 0: by MPI point-to-point "
@@ -151,6 +156,7 @@ inline constexpr std::array k_all{&log,
                                   &coll_seal_bytes,
                                   &coll_call_batch,
                                   &coll_pack_graphs,
+                                  &coll_bulk,
                                   &coll_vote_shm,
                                   &nccl_blocking,
                                   &trace,

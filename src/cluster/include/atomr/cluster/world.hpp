@@ -217,7 +217,9 @@ class world {
   // and nothing is submitted. Cheaper than submit_all by a future per request, which the caller
   // makes and the progress thread settles: the way to hand over many small collectives when
   // only their end matters. Every rank must make the same call (submit_all on one rank and
-  // submit_group on another, with the same specs, also match).
+  // submit_group on another, with the same specs, also match, but for bulk calls). A call of more
+  // than 128 small all_reduces that all pack goes as bulk calls (world_options::bulk): one request
+  // per 256 of them, which meets only the same submit_group call on the other ranks.
   future<void> submit_group(std::vector<coll_spec> specs) const;
 
   struct stats_snapshot {

@@ -96,6 +96,42 @@ TEST_F(WorldFailures, ARankThatNeverJoinsFailsTheOthersByTheDeadline) {
   EXPECT_EQ(w->failure()->code(), errc::timeout);
 }
 
+TEST_F(WorldFailures, ABulkCallARankNeverJoinsFailsByTheDeadlineNamingIt) {
+  // Rank 0 makes a submit_group call of 300 small all_reduces (bulk calls of 256 and 44) that the
+  // others never make: it fails by the deadline, naming the first bulk call, and the call after
+  // it fails too.
+  if (size_ < 2) GTEST_SKIP() << "needs 2 ranks";
+  cluster::world_options o;
+  o.op_timeout = 500ms;
+  auto w = make_world(o);
+  ASSERT_TRUE(w);
+  auto b = buffer(std::vector<std::int32_t>(4, 1));
+  ASSERT_TRUE(w->all_reduce(b).get());  // all ranks are up
+  if (rank_ != 0) return;               // withhold the call
+  std::vector<local::gpu_ref<std::int32_t>> bufs;
+  std::vector<cluster::coll_spec> specs;
+  for (int i = 0; i < 300; ++i) {
+    bufs.push_back(buffer(std::vector<std::int32_t>(4, i)));
+    specs.push_back({coll_kind::all_reduce, local::dtype::i32, {}, {bufs.back().block()}, {bufs.back().block()}});
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto pending = w->submit_group(std::move(specs));
+  const auto e = failure_of(pending);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(e.code(), errc::aborted) << e.message();  // (the call's future is its last bulk call's)
+  EXPECT_NE(e.message().find("a call of 44 all_reduces (#258-#301, i32, sum) was aborted: a call of 256 "
+                             "all_reduces (#2-#257, i32, sum) on ranks 0-" +
+                             std::to_string(size_ - 1) + " did not finish within 500 ms"),
+            std::string::npos)
+      << e.message();
+  EXPECT_GE(took, 500ms);
+  EXPECT_LT(took, 1500ms);
+  ASSERT_TRUE(w->failure());
+  EXPECT_EQ(w->failure()->code(), errc::timeout);
+  // Nothing was summed.
+  EXPECT_EQ(read(bufs[7]), std::vector<std::int32_t>(4, 7));
+}
+
 // A rank whose world fails (here: its device was rebuilt) tells the others at once, so their
 // pending requests fail with the cause long before their own deadline.
 TEST_F(WorldFailures, AFailedRankTellsTheOthersWithoutWaitingForTheDeadline) {

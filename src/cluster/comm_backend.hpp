@@ -114,9 +114,9 @@ struct coll_request {
   // (Reads `writes` and `spec`: prefetch() this request some iterations before.)
   void prefetch_buffers() const {
     for (const auto& t : writes) {
-      // The block's pointer, and its write marks two lines on (see local::buffer_block).
+      // The block's pointer, and its write marks (a line of their own: see local::buffer_block).
       __builtin_prefetch(t.block);
-      __builtin_prefetch(reinterpret_cast<const char*>(t.block) + 128);
+      __builtin_prefetch(t.block->write_marks());
     }
     for (const auto& b : spec.send) __builtin_prefetch(b.get());
   }

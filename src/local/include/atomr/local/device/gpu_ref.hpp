@@ -89,16 +89,25 @@ struct buffer_block {
     if (release) release(ptr);
   }
 
+  // The line of the write marks a reader looks at (to ask for it ahead: see
+  // cluster::detail::coll_request::prefetch_buffers).
+  const void* write_marks() const noexcept { return &writes_enqueued_; }
+
  private:
-  std::atomic<std::uint64_t> writes_requested_{0};
-  mutable std::mutex write_mutex_;
+  // The two sides on lines of their own. Writes are requested by the program's threads (the
+  // callers), and published by whoever enqueued them (a device actor, or a world's progress
+  // thread after every batch). Sharing a line with the publishing side's lock, every write
+  // request of a call of 1000 small all_reduces (an atomic read-modify-write, which waits for its
+  // line) missed on a line the progress thread had taken since the call before.
+  alignas(64) std::atomic<std::uint64_t> writes_requested_{0};
   // (Atomics, written under the lock: enqueued_on and mark_after's early answer read them without it.)
-  std::atomic<std::uint64_t> writes_enqueued_{0};
-  std::shared_ptr<void> last_write_;
+  alignas(64) std::atomic<std::uint64_t> writes_enqueued_{0};
   std::atomic<const void*> last_origin_{nullptr};
   // (Set, under the lock and before the count's release, once a write left an event: a reader
   // that sees the count sees this.)
   std::atomic<bool> had_event_{false};
+  mutable std::mutex write_mutex_;
+  std::shared_ptr<void> last_write_;
 };
 
 // Why `block` may not be used now, or success.

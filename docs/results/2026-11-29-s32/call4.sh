@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Session 32, call 4 (one H200 unless the two-GPU machine is lent), the final code: bulk calls
-# on / off taking turns at 1 rank (many_small_probe --gpu --group, back to back and --gap; bench
-# coll --many 1000), then the GPU tests (launch/gpu-suite).
-CALL=c4 CALL_BUDGET_S=150
+# Session 32, call 4 (nvidia-h200: one H200; the two-GPU machine not lent), 50a71a3 (bulk calls
+# handed to the progress thread, the idle thread emptying one spare a turn, and buffer_block's
+# write requests on a line of their own) against a3c02d9 (the build of call 2, carried as
+# .gpu-pack/old.tar.xz), taking turns: many_small_probe --gpu --group at 1 rank with bulk calls,
+# and the new build with them off; bench coll --many 1000; then the GPU tests (launch/gpu-suite).
+CALL=c4 CALL_BUDGET_S=170
 source launch/gpu-call-env
-b=$st/bin; mkdir -p $out/json
-for i in 1 2 3; do
-  for k in 1 0; do
-    r group_b${k}_$i 20 "${mp[@]}" -x ATOMR_COLL_BULK=$k -np 1 $b/many_small_probe 300 1000 2048 --gpu --group
-  done
+old=/tmp/old; rm -rf $old; mkdir -p $old; tar xJf $root/.gpu-pack/old.tar.xz -C $old
+echo "old: $(cat $old/.gpu-stage/COMMIT)" >> $out/machine.txt
+b=$st/bin; ob=$old/.gpu-stage/bin; mkdir -p $out/json
+for i in 1 2 3 4; do
+  r new_b1_$i 20 "${mp[@]}" -np 1 $b/many_small_probe 300 1000 2048 --gpu --group
+  r old_b1_$i 20 "${mp[@]}" -x LD_LIBRARY_PATH=$old/.gpu-stage/lib -np 1 $ob/many_small_probe 300 1000 2048 --gpu --group
+  r new_b0_$i 20 "${mp[@]}" -x ATOMR_COLL_BULK=0 -np 1 $b/many_small_probe 300 1000 2048 --gpu --group
 done
 for k in 1 0; do
   r gap_b$k 20 "${mp[@]}" -x ATOMR_COLL_BULK=$k -np 1 $b/many_small_probe 200 1000 2048 --gpu --group --gap

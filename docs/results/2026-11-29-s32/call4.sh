@@ -11,7 +11,7 @@ echo "old: $(cat $old/.gpu-stage/COMMIT)" >> $out/machine.txt
 b=$st/bin; ob=$old/.gpu-stage/bin; mkdir -p $out/json
 for i in 1 2 3 4; do
   r new_b1_$i 20 "${mp[@]}" -np 1 $b/many_small_probe 300 1000 2048 --gpu --group
-  r old_b1_$i 20 "${mp[@]}" -x LD_LIBRARY_PATH=$old/.gpu-stage/lib -np 1 $ob/many_small_probe 300 1000 2048 --gpu --group
+  r old_b1_$i 20 "${mp[@]}" -np 1 $ob/many_small_probe 300 1000 2048 --gpu --group
   r new_b0_$i 20 "${mp[@]}" -x ATOMR_COLL_BULK=0 -np 1 $b/many_small_probe 300 1000 2048 --gpu --group
 done
 for k in 1 0; do

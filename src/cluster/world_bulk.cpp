@@ -17,7 +17,11 @@ std::unique_ptr<bulk_call> world_engine::take_bulk() {
   {
     std::lock_guard lock(spare_mutex_);
     if (spare_bulks_.empty()) return std::make_unique<bulk_call>();
-    b = std::move(spare_bulks_.back());
+    // One the progress thread emptied already, if any: emptying is that thread's idle work.
+    auto it = std::find_if(spare_bulks_.begin(), spare_bulks_.end(), [](const auto& s) { return s->entries.empty(); });
+    if (it == spare_bulks_.end()) it = spare_bulks_.end() - 1;
+    b = std::move(*it);
+    *it = std::move(spare_bulks_.back());
     spare_bulks_.pop_back();
   }
   b->reset();

@@ -35,20 +35,75 @@ bool world::bulk_shape(const std::vector<coll_spec>& specs, std::vector<std::siz
   return true;
 }
 
+void world::fill_bulk(detail::bulk_call& b, std::vector<coll_spec>& specs, const std::vector<std::size_t>& counts,
+                      std::size_t first, std::size_t n, bool futures, pointer_set& touched,
+                      pointer_set& written) const {
+  const auto& options = engine_->options();
+  b.entries.reserve(n);
+  b.pointers.reserve(n);
+  touched.reset(2 * n);
+  written.reset(n);
+  local::dtype batch_type = specs[first].type;
+  reduce_op batch_op = specs[first].params.op;
+  std::size_t batch_bytes = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& s = specs[first + i];
+    const std::size_t count = counts[first + i];
+    const std::size_t bytes = count * local::size_of(s.type);
+    bool repeat = false;
+    for (const auto& blk : s.recv) repeat = repeat || touched.contains(blk.get());
+    for (const auto& blk : s.send) repeat = repeat || written.contains(blk.get());
+    // Hazards, as for one request with all these buffers: it waits for earlier writes to
+    // everything it touches, and is one write to everything it writes (carrier_of).
+    for (const auto& blk : s.recv) {
+      if (written.insert(blk.get())) b.write_blocks.push_back(blk.get());
+      touched.insert(blk.get());
+    }
+    for (const auto& blk : s.send) {
+      if (!written.contains(blk.get()) && touched.insert(blk.get())) b.read_blocks.push_back(blk.get());
+    }
+    // A batch per call_batch entries, and wherever the type or reduction changes, the pack would
+    // outgrow its buffer, or the entry touches a buffer an earlier one did (as plan_call cuts;
+    // the ranks' cuts are merged).
+    const bool cut = i == 0 || i % options.call_batch == 0 || s.type != batch_type || s.params.op != batch_op ||
+                     batch_bytes + bytes > options.pack_capacity || repeat;
+    if (cut) {
+      b.set_cut(i);
+      batch_type = s.type;
+      batch_op = s.params.op;
+      batch_bytes = 0;
+    }
+    b.repeats = b.repeats || repeat;
+    batch_bytes += bytes;
+    b.bytes += bytes;
+    auto& e = b.entries.emplace_back(std::move(s));
+    e.count = count;
+    if (futures) e.done = promise<void>();
+  }
+  for (auto& e : b.entries) b.pointers.push_back(&e);
+}
+
+std::unique_ptr<detail::coll_request> world::carrier_of(std::shared_ptr<detail::bulk_call> b, bool with_future) {
+  const auto& head = b->entries.front().spec;
+  auto carrier =
+      std::make_unique<detail::coll_request>(coll_spec{coll_kind::all_reduce, head.type, head.params, {}, {}});
+  carrier->writes.reserve(b->write_blocks.size());  // (grown one by one, it was copied eight times)
+  for (auto* blk : b->write_blocks) carrier->writes.push_back({blk, blk->request_write()});
+  for (auto* blk : b->read_blocks) carrier->reads.push_back({blk, blk->writes_requested()});
+  carrier->count = std::max<std::size_t>(1, b->bytes / local::size_of(head.type));
+  if (with_future) carrier->done = promise<void>();
+  carrier->bulk = std::move(b);
+  return carrier;
+}
+
 void world::submit_bulk(std::vector<coll_spec>&& specs, const std::vector<std::size_t>& counts, bool group,
                         std::vector<std::optional<future<void>>>& out) const {
-  const auto& options = engine_->options();
-  // Entries per bulk call: a call is handed over a bulk call at a time, so that the engine agrees
-  // on and issues the first while the caller makes the next (made whole first, 1000 x 2 KiB ran
-  // 30-40 % slower at one rank on the 2-core machine). The same on every rank (ranks may set
-  // call_batch unalike: their cuts are merged).
-  constexpr std::size_t k_most = 256;
+  constexpr std::size_t k_most = world_engine::k_bulk_most;
   static_assert(k_most <= detail::call_plan::k_most);
   const std::uint64_t together = engine_->together_id();
-  // The buffers the bulk call touches so far, and those it writes: each gets one ticket (the call
-  // is one request), and an entry on a buffer an earlier entry touches starts a batch. (Kept per
-  // thread for their tables, as submit_call's set is; a call made from a continuation that this
-  // call runs while it hands over has its own.)
+  // The buffers the bulk call touches so far, and those it writes (kept per thread for their
+  // tables, as submit_call's set is; a call made from a continuation that this call runs while
+  // it hands over has its own).
   thread_local pointer_set kept_touched, kept_written;
   thread_local bool kept_in_use = false;
   pointer_set own_touched, own_written;
@@ -66,59 +121,9 @@ void world::submit_bulk(std::vector<coll_spec>&& specs, const std::vector<std::s
     const std::size_t n = std::min(k_most, specs.size() - first);
     const bool last = first + n == specs.size();
     auto bulk = engine_->take_bulk();
-    auto& b = *bulk;
-    b.entries.reserve(n);
-    b.pointers.reserve(n);
-    touched.reset(2 * n);
-    written.reset(n);
-    const auto head_type = specs[first].type;
-    auto carrier = std::make_unique<detail::coll_request>(
-        coll_spec{coll_kind::all_reduce, head_type, specs[first].params, {}, {}});
-    if (group && last) carrier->done = promise<void>();  // (the call's one future)
-    local::dtype batch_type = head_type;
-    reduce_op batch_op = specs[first].params.op;
-    std::size_t batch_bytes = 0;
-    std::size_t total_bytes = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      auto& s = specs[first + i];
-      const std::size_t count = counts[first + i];
-      const std::size_t bytes = count * local::size_of(s.type);
-      bool repeat = false;
-      for (const auto& blk : s.recv) repeat = repeat || touched.contains(blk.get());
-      for (const auto& blk : s.send) repeat = repeat || written.contains(blk.get());
-      // Hazards, as for one request with all these buffers: it waits for earlier writes to
-      // everything it touches, and is one write to everything it writes.
-      for (const auto& blk : s.recv) {
-        if (written.insert(blk.get())) carrier->writes.push_back({blk.get(), blk->request_write()});
-        touched.insert(blk.get());
-      }
-      for (const auto& blk : s.send) {
-        if (!written.contains(blk.get()) && touched.insert(blk.get())) {
-          carrier->reads.push_back({blk.get(), blk->writes_requested()});
-        }
-      }
-      // A batch per call_batch entries, and wherever the type or reduction changes, the pack would
-      // outgrow its buffer, or the entry touches a buffer an earlier one did (as plan_call cuts,
-      // which this rank may meet on another: the cuts are merged).
-      const bool cut = i == 0 || i % options.call_batch == 0 || s.type != batch_type || s.params.op != batch_op ||
-                       batch_bytes + bytes > options.pack_capacity || repeat;
-      if (cut) {
-        b.set_cut(i);
-        batch_type = s.type;
-        batch_op = s.params.op;
-        batch_bytes = 0;
-      }
-      b.repeats = b.repeats || repeat;
-      batch_bytes += bytes;
-      total_bytes += bytes;
-      auto& e = b.entries.emplace_back(std::move(s));
-      e.count = count;
-      if (!group) e.done = promise<void>();
-    }
-    for (auto& e : b.entries) b.pointers.push_back(&e);
-    carrier->count = std::max<std::size_t>(1, total_bytes / local::size_of(head_type));
+    fill_bulk(*bulk, specs, counts, first, n, !group, touched, written);
+    auto carrier = carrier_of(std::move(bulk), group && last);  // (a group's one future)
     carrier->ends_call = last;
-    carrier->bulk = std::move(bulk);
     auto futures = engine_->submit_bulk(std::move(carrier), together, !last);
     if (group) {
       if (last && !futures.empty()) out[0] = std::move(futures.back());
@@ -126,6 +131,46 @@ void world::submit_bulk(std::vector<coll_spec>&& specs, const std::vector<std::s
       for (std::size_t j = 0; j < futures.size() && j < n; ++j) out[first + j] = std::move(futures[j]);
     }
   }
+}
+
+result<std::optional<future<void>>> world::hand_over_prepared(const group_call& call) const {
+  const auto& bulks = call.bulks_;
+  // Each bulk call is this submission's until the engine is done with it.
+  std::size_t claimed = 0;
+  while (claimed < bulks.size() && !bulks[claimed]->busy.exchange(true, std::memory_order_acq_rel)) ++claimed;
+  auto unclaim = [&] {
+    for (std::size_t i = 0; i < claimed; ++i) bulks[i]->busy.store(false, std::memory_order_release);
+  };
+  if (claimed < bulks.size()) {
+    unclaim();
+    return std::optional<future<void>>();
+  }
+  // Its buffers must still be usable here (a device rebuilt since the call was prepared).
+  const auto& device_state = engine_->members().front().state();
+  for (const auto& b : bulks) {
+    for (const auto* list : {&b->write_blocks, &b->read_blocks}) {
+      for (const auto* blk : *list) {
+        if (local::usable_on(*blk, device_state)) continue;
+        unclaim();
+        auto why = local::validate_block(*blk);
+        return (why ? error(errc::invalid_argument, "a buffer of the call is not on local device " +
+                                                        std::to_string(engine_->members().front().index()))
+                    : why.error_value())
+            .with_context("submitting a prepared submit_group call (nothing was submitted)");
+      }
+    }
+  }
+  const std::uint64_t together = engine_->together_id();
+  std::optional<future<void>> out;
+  for (std::size_t i = 0; i < bulks.size(); ++i) {
+    const bool last = i + 1 == bulks.size();
+    bulks[i]->rearm();
+    auto carrier = carrier_of(bulks[i], last);
+    carrier->ends_call = last;
+    auto futures = engine_->submit_bulk(std::move(carrier), together, !last);
+    if (last && !futures.empty()) out = std::move(futures.back());
+  }
+  return out;
 }
 
 }  // namespace atomr::cluster

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <array>
+#include <atomic>
 #include <boost/container/small_vector.hpp>
 #include <chrono>
 #include <memory>
@@ -69,7 +70,7 @@ struct coll_request {
   // The first request of a submit_all call planned whole (see call_plan); null otherwise.
   std::unique_ptr<call_plan> plan;
   // A call of small all_reduces carried as this one request (bulk_call); null otherwise.
-  std::unique_ptr<bulk_call> bulk;
+  std::shared_ptr<bulk_call> bulk;
   // ready() found every write it depends on enqueued, with nothing to wait for: that cannot change
   // (later writes come after it), so issuing it needs no second look.
   mutable bool no_waits = false;
@@ -154,6 +155,15 @@ struct bulk_call {
   std::size_t issued = 0;                  // entries issued so far (whole batches)
   std::vector<coll_request*> batch_heads;  // the first entry of each issued batch
   std::size_t finished_batches = 0;        // batch_heads found finished (in order)
+  std::size_t bytes = 0;                   // the entries' bytes, all told
+  // The buffers the call writes, and those it only reads: each takes one ticket per submission.
+  std::vector<local::buffer_block*> write_blocks, read_blocks;
+  // A world::group_call's: made once, submitted again and again, never a spare. `busy` from its
+  // submission until the engine is done with it (complete or failed); own_cuts: this rank's cuts
+  // (cuts holds the agreed ones after each agreement).
+  bool persistent = false;
+  std::atomic<bool> busy{false};
+  std::array<std::uint8_t, call_plan::k_most / 8> own_cuts{};
   bool cut_at(std::size_t i) const { return (cuts[i / 8] >> (i % 8)) & 1U; }
   void set_cut(std::size_t i) { cuts[i / 8] = static_cast<std::uint8_t>(cuts[i / 8] | 1U << (i % 8)); }
   // Ready for another call: no entries (their buffers let go of), no batches.
@@ -162,6 +172,14 @@ struct bulk_call {
     pointers.clear();
     cuts = {};
     repeats = false;
+    bytes = 0;
+    write_blocks.clear();
+    read_blocks.clear();
+    rearm();
+  }
+  // Ready to be submitted again (a persistent one): no agreement, no batches.
+  void rearm() {
+    if (persistent) cuts = own_cuts;
     agreed = false;
     issued = 0;
     batch_heads.clear();

@@ -247,6 +247,55 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
 
 future<void> world::submit_group(std::vector<coll_spec> specs) const {
   if (specs.empty()) return finished({});
+  auto counts = checked_group(specs);
+  if (!counts) return finished(counts.error_value());
+  std::vector<std::optional<future<void>>> out(1);
+  submit_call(std::move(specs), std::move(counts).value(), out);
+  return std::move(*out.front());
+}
+
+result<group_call> world::prepare_group(std::vector<coll_spec> specs) const {
+  group_call call;
+  call.engine_ = engine_;
+  call.size_ = specs.size();
+  if (specs.empty()) return call;
+  ATOMR_ASSIGN_OR_RETURN(auto counts, checked_group(specs));
+  if (!bulk_shape(specs, counts)) {
+    call.specs_ = std::move(specs);
+    return call;
+  }
+  // (The same bulk calls submit_group would make of these specs.)
+  pointer_set touched, written;
+  for (std::size_t first = 0; first < specs.size(); first += world_engine::k_bulk_most) {
+    auto b = std::make_shared<detail::bulk_call>();
+    b->persistent = true;
+    fill_bulk(*b, specs, counts, first, std::min(world_engine::k_bulk_most, specs.size() - first), false, touched,
+              written);
+    b->own_cuts = b->cuts;
+    call.bulks_.push_back(std::move(b));
+  }
+  return call;
+}
+
+future<void> world::submit_prepared(const group_call& call) const {
+  if (call.engine_.lock() != engine_) {
+    return finished(error(errc::invalid_argument, "submit_prepared: this call was prepared for another world"));
+  }
+  if (call.size_ == 0) return finished({});
+  if (call.bulks_.empty()) return submit_group(std::vector<coll_spec>(call.specs_));
+  auto submitted = hand_over_prepared(call);
+  if (!submitted) return finished(submitted.error_value());
+  if (*submitted) return std::move(**submitted);
+  // Its last submission is still under way: a copy of its specs, as a new call.
+  std::vector<coll_spec> specs;
+  specs.reserve(call.size_);
+  for (const auto& b : call.bulks_) {
+    for (const auto& e : b->entries) specs.push_back(e.spec);
+  }
+  return submit_group(std::move(specs));
+}
+
+result<std::vector<std::size_t>> world::checked_group(std::vector<coll_spec>& specs) const {
   // Checked whole first: a call with a bad request submits nothing (with a future per request,
   // the others would go on; here nobody could tell which did).
   std::vector<std::size_t> counts(specs.size());
@@ -254,15 +303,13 @@ future<void> world::submit_group(std::vector<coll_spec> specs) const {
     trim_unused(specs[i]);
     auto count = checked_count(specs[i]);
     if (!count) {
-      return finished(count.error_value().with_context("checking request " + std::to_string(i + 1) + " of " +
-                                                       std::to_string(specs.size()) +
-                                                       " of a submit_group call (nothing was submitted)"));
+      return count.error_value().with_context("checking request " + std::to_string(i + 1) + " of " +
+                                              std::to_string(specs.size()) +
+                                              " of a submit_group call (nothing was submitted)");
     }
     counts[i] = *count;
   }
-  std::vector<std::optional<future<void>>> out(1);
-  submit_call(std::move(specs), std::move(counts), out);
-  return std::move(*out.front());
+  return counts;
 }
 
 void world::submit_call(std::vector<coll_spec>&& specs, std::vector<std::size_t> checked,

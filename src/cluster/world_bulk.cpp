@@ -12,11 +12,11 @@ using detail::bulk_call;
 using detail::coll_request;
 using graph_step = detail::comm_backend::graph_step;
 
-std::unique_ptr<bulk_call> world_engine::take_bulk() {
-  std::unique_ptr<bulk_call> b;
+std::shared_ptr<bulk_call> world_engine::take_bulk() {
+  std::shared_ptr<bulk_call> b;
   {
     std::lock_guard lock(spare_mutex_);
-    if (spare_bulks_.empty()) return std::make_unique<bulk_call>();
+    if (spare_bulks_.empty()) return std::make_shared<bulk_call>();
     // One the progress thread emptied already, if any: emptying is that thread's idle work.
     auto it = std::find_if(spare_bulks_.begin(), spare_bulks_.end(), [](const auto& s) { return s->entries.empty(); });
     if (it == spare_bulks_.end()) it = spare_bulks_.end() - 1;
@@ -33,7 +33,7 @@ void world_engine::empty_spares() {
   // One spare a turn: a call that comes meanwhile waits for no more than that (emptying eight
   // bulk calls' entries in one go was a sixth of this thread's samples in a profile of calls back
   // to back on the GPU machine, in the idle moments in which the next call came).
-  std::unique_ptr<bulk_call> taken;
+  std::shared_ptr<bulk_call> taken;
   {
     std::lock_guard lock(spare_mutex_);
     for (auto& b : spare_bulks_) {
@@ -134,7 +134,9 @@ result<bool> world_engine::test_request(coll_request& r) {
 void world_engine::free_front(std::size_t budget) {
   while (budget > 0 && !retired_.empty()) {
     auto& r = *retired_.front();
-    if (r.bulk) {
+    if (r.bulk && r.bulk->persistent) {
+      --budget;  // (the prepared call keeps it)
+    } else if (r.bulk) {
       {
         std::lock_guard lock(spare_mutex_);
         if (spare_bulks_.size() < k_spare_bulks) {

@@ -730,6 +730,91 @@ TEST_F(Collectives, BulkCallsOfRanksWithDifferentCallBatchesAgree) {
   EXPECT_EQ(s.issues, size_ > 1 ? 7u : 3u);
 }
 
+TEST_F(Collectives, APreparedCallIsSubmittedAgainAndAgain) {
+  // 300 sums in place prepared once (bulk calls of 256 and 44) and submitted three times, each
+  // waited for: every submission sums what the one before left, as three submit_group calls do,
+  // with one agreement per bulk call and submission.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 300;
+  const auto bufs = counting_buffers(k, 8);
+  auto call = w->prepare_group(sums_in_place(bufs));
+  ASSERT_TRUE(call) << call.error_value();
+  EXPECT_EQ(call->size(), static_cast<std::size_t>(k));
+  EXPECT_TRUE(call->bulk());
+  for (int t = 1; t <= 3; ++t) {
+    ASSERT_TRUE(w->submit_prepared(*call).get()) << "submission " << t;
+    for (int i = 0; i < k; i += 7) {
+      ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, t)))
+          << "submission " << t << ", buffer " << i;
+    }
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.requests, 3u * k);
+  EXPECT_EQ(s.packed, 3u * k);
+  EXPECT_EQ(s.agreements, 6u);
+}
+
+TEST_F(Collectives, APreparedCallSubmittedBackToBackSumsInOrder) {
+  // Four submissions without waiting: one whose last submission is still under way goes as a
+  // copy of its specs (a submit_group call of its own); either way each sums the last one's result.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 200;
+  const auto bufs = counting_buffers(k, 4);
+  auto call = w->prepare_group(sums_in_place(bufs));
+  ASSERT_TRUE(call) << call.error_value();
+  std::vector<cluster::future<void>> done;
+  for (int t = 0; t < 4; ++t) done.push_back(w->submit_prepared(*call));
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  for (int i = 0; i < k; ++i) {
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(4, summed(i, 4))) << "buffer " << i;
+  }
+  EXPECT_EQ(w->stats().requests, 4u * k);
+}
+
+TEST_F(Collectives, APreparedCallThatIsNotBulkSubmitsItsSpecs) {
+  // Three requests (too few for bulk calls), one an all_gather: the call keeps its specs and
+  // submits a copy each time. A bad spec is refused when the call is prepared, naming it.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  const auto n = static_cast<std::size_t>(size_);
+  auto a = buffer(std::vector<float>(4, static_cast<float>(rank_)));
+  auto send = buffer(std::vector<std::int32_t>(2, rank_));
+  auto gathered = buffer(std::vector<std::int32_t>(2 * n, -1));
+  std::vector<cluster::coll_spec> specs{
+      sum_in_place(a), {coll_kind::all_gather, local::dtype::i32, {}, {send.block()}, {gathered.block()}}};
+  auto call = w->prepare_group(specs);
+  ASSERT_TRUE(call) << call.error_value();
+  EXPECT_FALSE(call->bulk());
+  ASSERT_TRUE(w->submit_prepared(*call).get());
+  ASSERT_TRUE(w->submit_prepared(*call).get());
+  const float once = static_cast<float>(size_ * (size_ - 1) / 2);
+  EXPECT_EQ(read(a), std::vector<float>(4, once * static_cast<float>(size_)));
+  std::vector<std::int32_t> expected;
+  for (int r = 0; r < size_; ++r) expected.insert(expected.end(), 2, r);
+  EXPECT_EQ(read(gathered), expected);
+  specs.push_back({coll_kind::all_reduce, local::dtype::f32, {}, {}, {}});
+  auto bad = w->prepare_group(specs);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error_value().message().find("request 3 of 3"), std::string::npos) << bad.error_value().message();
+}
+
+TEST_F(Collectives, APreparedCallIsForTheWorldThatMadeIt) {
+  auto w = make_world();
+  auto other = make_world();
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(other);
+  const auto bufs = counting_buffers(150, 4);
+  auto call = w->prepare_group(sums_in_place(bufs));
+  ASSERT_TRUE(call) << call.error_value();
+  auto r = other->submit_prepared(*call).get();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error_value().message(), "submit_prepared: this call was prepared for another world");
+  EXPECT_EQ(other->stats().requests, 0u);
+  EXPECT_TRUE(w->submit_group(sums_in_place(bufs)).get());  // (the world that made it still works)
+}
+
 TEST_F(Collectives, ABulkCallMetByAnotherCallFailsNamingIt) {
   // Rank 0 makes a submit_group call of 300 small all_reduces, the others of 200: their first
   // bulk calls (256 and 200 entries) differ, and every rank's future fails saying so, rather

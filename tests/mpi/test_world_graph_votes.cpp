@@ -423,6 +423,51 @@ TEST_F(GraphVotes, ARepeatedBulkCallGoesAsUsualThenIsCapturedThenLaunched) {
   expect_decided_alike();
 }
 
+TEST_F(GraphVotes, ARepeatedPreparedCallIsCapturedThenLaunched) {
+  // The same 300 as a prepared call (world::prepare_group), submitted each round with new
+  // inputs: its two bulk calls go as usual, are captured, then launched, as submit_group's are.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int rounds = 5;
+  constexpr std::size_t k = 300;
+  constexpr std::size_t n = 16;
+  const auto bufs = make_pairs(k, n);
+  std::vector<cluster::coll_spec> specs;
+  for (const auto& [send, recv] : bufs) {
+    specs.push_back({coll_kind::all_reduce, local::dtype::i32, {}, {send.block()}, {recv.block()}});
+  }
+  auto call = w->prepare_group(std::move(specs));
+  ASSERT_TRUE(call) << call.error_value();
+  ASSERT_TRUE(call->bulk());
+  auto value = [&](int t, int r, std::size_t i, std::size_t j) {
+    return 1000 * t + 100 * r + static_cast<std::int32_t>(j + 10000 * i);
+  };
+  for (int t = 0; t < rounds; ++t) {
+    for (std::size_t i = 0; i < k; ++i) {
+      std::vector<std::int32_t> v(n);
+      for (std::size_t j = 0; j < n; ++j) v[j] = value(t, rank_, i, j);
+      ASSERT_TRUE(dev_.upload(bufs[i].first, std::span<const std::int32_t>(v)).get());
+    }
+    ASSERT_TRUE(w->submit_prepared(*call).get()) << "round " << t;
+    for (std::size_t i = 0; i < k; i += 13) {
+      std::vector<std::int32_t> want(n, 0);
+      for (int r = 0; r < size_; ++r) {
+        for (std::size_t j = 0; j < n; ++j) want[j] += value(t, r, i, j);
+      }
+      ASSERT_EQ(read(bufs[i].second), want) << "round " << t << ", buffer " << i;
+    }
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed, rounds * k);
+  EXPECT_EQ(s.graph_votes, 2u * rounds);
+  EXPECT_EQ(packed_graph_steps[0].load(), 2);
+  EXPECT_EQ(packed_graph_steps[1].load(), 2);
+  EXPECT_EQ(packed_graph_steps[2].load(), 2 * (rounds - 2));
+  EXPECT_EQ(s.graph_captures, 2u);
+  EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
+  expect_decided_alike();
+}
+
 TEST_F(GraphVotes, PackedBatchesLargerThanTheGraphLimitAreNotVotedOn) {
   // 100 x 16 KiB packs into 1.6 MiB, over the emulated graph limit (1 MiB): no vote, no graph.
   auto w = make_world();

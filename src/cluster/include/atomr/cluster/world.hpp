@@ -107,7 +107,30 @@ class world_engine;
 namespace detail {
 struct coll_request;
 struct call_plan;
+struct bulk_call;
 }  // namespace detail
+
+// A submit_group call made once and submitted again and again, as a training step's gradient
+// buckets are (what MPI_Allreduce_init is to MPI_Allreduce): world::prepare_group checks its specs
+// and makes its bulk calls once, and each world::submit_prepared(call) takes its buffers' write
+// tickets, checks that their devices still hold them, and hands the bulk calls over: no specs to
+// make, check, move or free per step. It holds its buffers until it is destroyed. A call that
+// does not go as bulk calls (128 all_reduces or fewer, other collectives, or bulk calls off)
+// keeps its specs and submits a copy of them, as submit_group does. Submitted again before the
+// last submission finished, it submits a copy of its specs too. Only for the world that made it.
+class group_call {
+ public:
+  group_call() = default;
+  std::size_t size() const noexcept { return size_; }  // the collectives of the call
+  bool bulk() const noexcept { return !bulks_.empty(); }
+
+ private:
+  friend class world;
+  std::weak_ptr<const world_engine> engine_;
+  std::size_t size_ = 0;
+  std::vector<coll_spec> specs_;                           // (not as bulk calls)
+  std::vector<std::shared_ptr<detail::bulk_call>> bulks_;  // (as bulk calls)
+};
 
 class world {
  public:
@@ -221,6 +244,11 @@ class world {
   // than 128 small all_reduces that all pack goes as bulk calls (world_options::bulk): one request
   // per 256 of them, which meets only the same submit_group call on the other ranks.
   future<void> submit_group(std::vector<coll_spec> specs) const;
+  // A submit_group call made once (see group_call); a bad spec is refused here, naming it, as
+  // submit_group names it.
+  result<group_call> prepare_group(std::vector<coll_spec> specs) const;
+  // Submits a prepared call; every rank must submit the same call (or make it with submit_group).
+  future<void> submit_prepared(const group_call& call) const;
 
   struct stats_snapshot {
     std::uint64_t requests = 0;  // requests completed
@@ -285,10 +313,20 @@ class world {
   // all_reduces that pack, with bulk calls on. Decided by the calls' shapes alone, so the same
   // calls decide alike on every rank. Fills `counts` where it was empty (submit_all's call).
   bool bulk_shape(const std::vector<coll_spec>& specs, std::vector<std::size_t>& counts) const;
-  // Makes the call's bulk calls (1024 all_reduces at most each) and hands them over, putting the
+  // Makes the call's bulk calls (256 all_reduces at most each) and hands them over, putting the
   // futures in `out` as submit_call does.
   void submit_bulk(std::vector<coll_spec>&& specs, const std::vector<std::size_t>& counts, bool group,
                    std::vector<std::optional<future<void>>>& out) const;
+  // Fills `b` with specs[first, first + n) (moved): entries, cuts, buffer lists (bulk_call.cpp).
+  void fill_bulk(detail::bulk_call& b, std::vector<coll_spec>& specs, const std::vector<std::size_t>& counts,
+                 std::size_t first, std::size_t n, bool futures, pointer_set& touched, pointer_set& written) const;
+  // The request that carries `b` once: one ticket per buffer (`with_future`: the call's future).
+  static std::unique_ptr<detail::coll_request> carrier_of(std::shared_ptr<detail::bulk_call> b, bool with_future);
+  // The checks submit_group makes, with its message: the counts of `specs`.
+  result<std::vector<std::size_t>> checked_group(std::vector<coll_spec>& specs) const;
+  // A prepared call's bulk calls handed over (bulk_call.cpp); nullopt where its last submission
+  // is not done yet (nothing was handed over).
+  result<std::optional<future<void>>> hand_over_prepared(const group_call& call) const;
   template <local::device_element T>
   future<void> one(coll_kind kind, const local::gpu_ref<T>& send, const local::gpu_ref<T>& recv,
                    coll_params params) const {

@@ -5,6 +5,8 @@
 //   mpirun -np 1 many_small_probe [rounds] [count] [bytes] [--gpu] [--gap] [--each | --group]
 // --each: every request by a call of its own (world::all_reduce), not one submit_all call.
 // --group: one submit_group call (one future for the call).
+// --prepared: the call prepared once (world::prepare_group) and submitted each round
+// (world::submit_prepared).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -63,6 +66,8 @@ int main(int argc, char** argv) {
   std::erase(args, "--each");
   const bool group = std::find(args.begin(), args.end(), "--group") != args.end();
   std::erase(args, "--group");
+  const bool prepared = std::find(args.begin(), args.end(), "--prepared") != args.end();
+  std::erase(args, "--prepared");
   const int rounds = args.size() > 0 ? std::atoi(args[0].c_str()) : 200;
   const int count = args.size() > 1 ? std::atoi(args[1].c_str()) : 1000;
   const std::size_t bytes = args.size() > 2 ? std::strtoull(args[2].c_str(), nullptr, 10) : 2048;
@@ -96,6 +101,20 @@ int main(int argc, char** argv) {
       bufs.push_back(dev->allocate<float>(bytes / sizeof(float)).get().value());
       (void)dev->fill_bytes(bufs.back(), 0).get();
     }
+    std::optional<ac::group_call> call;
+    if (prepared) {
+      std::vector<ac::coll_spec> specs;
+      for (const auto& b : bufs) {
+        specs.push_back(
+            {ac::coll_kind::all_reduce, al::dtype::f32, {ac::reduce_op::sum, 0, 0}, {b.block()}, {b.block()}});
+      }
+      auto made_call = (*w)->prepare_group(std::move(specs));
+      if (!made_call) {
+        std::fprintf(stderr, "prepare_group: %s\n", made_call.error_value().describe().c_str());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      call = std::move(made_call).value();
+    }
     std::vector<double> times;
     std::vector<double> made;  // until submit_all returned: the caller's own part
     // CPU time over the rounds, per thread: against the wall time, whether the rank's threads
@@ -111,7 +130,9 @@ int main(int argc, char** argv) {
       specs.reserve(bufs.size());
       const auto t0 = std::chrono::steady_clock::now();
       std::vector<ac::future<void>> pending;
-      if (each) {
+      if (call) {
+        pending.push_back((*w)->submit_prepared(*call));
+      } else if (each) {
         pending.reserve(bufs.size());
         for (const auto& b : bufs) pending.push_back((*w)->all_reduce(b, ac::reduce_op::sum));
       } else {

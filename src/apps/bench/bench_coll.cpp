@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "atomr/cluster/device_plan.hpp"
@@ -201,9 +202,9 @@ class coll_runner {
   }
 
   // `many` small all_reduces on distinct buffers, none waited for until the end, handed over
-  // each by a call of its own, all in one submit_all call, or all in one submit_group call (one
-  // future).
-  enum class handing { each, together, group };
+  // each by a call of its own, all in one submit_all call, all in one submit_group call (one
+  // future), or as a call prepared once (world::prepare_group) and submitted each time.
+  enum class handing { each, together, group, prepared };
   result<double> many_small(std::size_t count, int many, handing how = handing::each) {
     if (small_.empty()) {
       for (int i = 0; i < many; ++i) {
@@ -216,8 +217,18 @@ class coll_runner {
     pending.reserve(small_.size());
     std::vector<cluster::coll_spec> specs;
     specs.reserve(small_.size());
+    if (how == handing::prepared && !prepared_) {
+      for (const auto& b : small_) {
+        specs.push_back({coll_kind::all_reduce, al::dtype_of<T>::value, {s_.op, 0, 0}, {b.block()}, {b.block()}});
+      }
+      ATOMR_ASSIGN_OR_RETURN(auto call, w_.prepare_group(std::move(specs)));
+      prepared_ = std::move(call);
+      specs.clear();
+    }
     const auto t0 = clock::now();
-    if (how != handing::each) {
+    if (how == handing::prepared) {
+      pending.push_back(w_.submit_prepared(*prepared_));
+    } else if (how != handing::each) {
       for (const auto& b : small_) {
         specs.push_back({coll_kind::all_reduce, al::dtype_of<T>::value, {s_.op, 0, 0}, {b.block()}, {b.block()}});
       }
@@ -241,6 +252,7 @@ class coll_runner {
   cluster::world& w_;
   std::vector<al::device>& devs_;
   std::vector<al::gpu_ref<T>> send_, recv_, small_;
+  std::optional<cluster::group_call> prepared_;  // (made once, on small_)
   double handed_ = 0;
 };
 
@@ -495,7 +507,7 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
   nlohmann::json many_json;
   if (s.many > 0 && s.kind == coll_kind::all_reduce && devs.size() == 1) {
     const std::size_t count = std::max<std::size_t>(s.many_bytes / sizeof(T), 1);
-    std::vector<double> raw_t, atomr_t, together_t, handed_t, group_t, group_handed_t;
+    std::vector<double> raw_t, atomr_t, together_t, handed_t, group_t, group_handed_t, prepared_t, prepared_handed_t;
     const auto before = w.stats();
     for (int rep = 0; rep < 6; ++rep) {  // the first repetition warms up and is dropped
       auto a = (*raw)->run_sequential_small(count, s.many);
@@ -520,6 +532,10 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
       if (!g) return fail(g.error_value());
       if (rep > 0) group_t.push_back(max_over_ranks(comm, *g));
       if (rep > 0) group_handed_t.push_back(max_over_ranks(comm, runner.handed()));
+      auto p = runner.many_small(count, s.many, handing::prepared);
+      if (!p) return fail(p.error_value());
+      if (rep > 0) prepared_t.push_back(max_over_ranks(comm, *p));
+      if (rep > 0) prepared_handed_t.push_back(max_over_ranks(comm, runner.handed()));
     }
     const auto median_us = [](std::vector<double>& v) {
       std::sort(v.begin(), v.end());
@@ -531,16 +547,20 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
     const double handed_us = median_us(handed_t);
     const double group_us = median_us(group_t);
     const double group_handed_us = median_us(group_handed_t);
+    const double prepared_us = median_us(prepared_t);
+    const double prepared_handed_us = median_us(prepared_handed_t);
     const auto packed = after.packed - before.packed;
     const auto issues = after.issues - before.issues;
     if (lead) {
       std::printf(
           "# many small: %d x %zu B all_reduce: raw sequential %.1f us, atomr concurrent %.1f us: %.1fx faster"
           " (%llu of %llu requests packed, %llu issues); in one submit_all call %.1f us: %.1fx (the call"
-          " returned after %.1f us); in one submit_group call %.1f us: %.1fx (returned after %.1f us)\n",
+          " returned after %.1f us); in one submit_group call %.1f us: %.1fx (returned after %.1f us); prepared once"
+          " and submitted %.1f us: %.1fx (returned after %.1f us)\n",
           s.many, count * sizeof(T), raw_us, atomr_us, raw_us / atomr_us, static_cast<unsigned long long>(packed),
           static_cast<unsigned long long>(after.requests - before.requests), static_cast<unsigned long long>(issues),
-          together_us, raw_us / together_us, handed_us, group_us, raw_us / group_us, group_handed_us);
+          together_us, raw_us / together_us, handed_us, group_us, raw_us / group_us, group_handed_us, prepared_us,
+          raw_us / prepared_us, prepared_handed_us);
     }
     many_json = {{"requests", s.many},
                  {"bytes", count * sizeof(T)},
@@ -553,6 +573,9 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                  {"atomr_submit_group_us", group_us},
                  {"speedup_submit_group", raw_us / group_us},
                  {"submit_group_returned_us", group_handed_us},
+                 {"atomr_prepared_us", prepared_us},
+                 {"speedup_prepared", raw_us / prepared_us},
+                 {"prepared_returned_us", prepared_handed_us},
                  {"packed", packed},
                  {"issues", issues}};
   }

@@ -100,6 +100,50 @@ TEST_F(WorldGraphs, APackedCallRepeatedOnTheSameBuffersLaunchesItsGraph) {
   EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
 }
 
+TEST_F(WorldGraphs, APreparedCallSubmittedAgainLaunchesItsGraphs) {
+  // The same 300 all_reduces of 1-9 ints, out of place, as a call prepared once
+  // (world::prepare_group) and submitted every round with new inputs: its two bulk calls are
+  // issued as usual, then captured, then launched.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int rounds = 5;
+  constexpr std::size_t k = 300;
+  auto length = [](std::size_t i) { return i % 9 + 1; };
+  std::vector<local::gpu_ref<std::int32_t>> send, recv;
+  std::vector<cluster::coll_spec> specs;
+  for (std::size_t i = 0; i < k; ++i) {
+    send.push_back(buffer(std::vector<std::int32_t>(length(i), 0)));
+    recv.push_back(buffer(std::vector<std::int32_t>(length(i), -1)));
+    specs.push_back({cluster::coll_kind::all_reduce, local::dtype::i32, {}, {send[i].block()}, {recv[i].block()}});
+  }
+  auto call = w->prepare_group(std::move(specs));
+  ASSERT_TRUE(call) << call.error_value();
+  auto value = [](int r, int t, std::size_t i, std::size_t j) {
+    return v(r, t, j) + static_cast<std::int32_t>(10000 * i);
+  };
+  for (int t = 0; t < rounds; ++t) {
+    for (std::size_t i = 0; i < k; ++i) {
+      std::vector<std::int32_t> in(length(i));
+      for (std::size_t j = 0; j < in.size(); ++j) in[j] = value(rank_, t, i, j);
+      upload(send[i], in);
+    }
+    ASSERT_TRUE(w->submit_prepared(*call).get()) << "round " << t;
+    for (std::size_t i = 0; i < k; ++i) {
+      std::vector<std::int32_t> expected(length(i), 0);
+      for (int r = 0; r < size_; ++r) {
+        for (std::size_t j = 0; j < expected.size(); ++j) expected[j] += value(r, t, i, j);
+      }
+      ASSERT_EQ(read(recv[i]), expected) << "round " << t << ", buffer " << i;
+    }
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed, rounds * k);
+  if (!graphs_on(*w)) GTEST_SKIP() << "values checked; no CUDA graphs on this backend";
+  EXPECT_EQ(s.graph_votes, 2u * rounds);
+  EXPECT_EQ(s.graph_captures, 2u);
+  EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
+}
+
 TEST_F(WorldGraphs, EveryCollectiveKindLaunchesItsGraphWithCurrentContents) {
   auto w = make_world();
   ASSERT_TRUE(w);

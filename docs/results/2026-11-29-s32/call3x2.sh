@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 32, call 3 (nvidia-h200-x2: two H200s), bulk calls at two ranks: the issue's row
-# (bench coll --many 1000) with ATOMR_COLL_BULK=1 / =0 taking turns, many_small_probe --gpu
+# (bench coll --many 1000, with its prepared-call column) with ATOMR_COLL_BULK=1 / =0 taking turns, many_small_probe --gpu
 # --group back to back and with --gap, the host backend's many-small call, nccl-tests' group of
 # 1000 (-m 1000) in the same lease, and the small all_reduce rows (bulk calls never touch them).
 CALL=c3 CALL_BUDGET_S=300
@@ -16,6 +16,7 @@ done
 for i in 1 2; do
   for k in 1 0; do
     r group_b${k}_$i 30 "${mp[@]}" -x ATOMR_COLL_BULK=$k -np 2 $b/many_small_probe 300 1000 2048 --gpu --group
+    r prepared_$i$k 30 "${mp[@]}" -np 2 $b/many_small_probe 300 1000 2048 --gpu --prepared
     r gap_b${k}_$i 30 "${mp[@]}" -x ATOMR_COLL_BULK=$k -np 2 $b/many_small_probe 200 1000 2048 --gpu --group --gap
   done
 done

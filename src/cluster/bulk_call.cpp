@@ -101,22 +101,10 @@ void world::submit_bulk(std::vector<coll_spec>&& specs, const std::vector<std::s
   constexpr std::size_t k_most = world_engine::k_bulk_most;
   static_assert(k_most <= detail::call_plan::k_most);
   const std::uint64_t together = engine_->together_id();
-  // The buffers the bulk call touches so far, and those it writes (kept per thread for their
-  // tables, as submit_call's set is; a call made from a continuation that this call runs while
-  // it hands over has its own).
-  thread_local pointer_set kept_touched, kept_written;
-  thread_local bool kept_in_use = false;
-  pointer_set own_touched, own_written;
-  const bool nested = kept_in_use;
-  pointer_set& touched = nested ? own_touched : kept_touched;
-  pointer_set& written = nested ? own_written : kept_written;
-  kept_in_use = true;
-  struct release {
-    bool nested;
-    ~release() {
-      if (!nested) kept_in_use = false;
-    }
-  } released_on_exit{nested};
+  // The buffers the bulk call touches so far, and those it writes.
+  thread_pointer_sets<struct submit_bulk_sets, 2> sets;
+  pointer_set& touched = sets[0];
+  pointer_set& written = sets[1];
   for (std::size_t first = 0; first < specs.size(); first += k_most) {
     const std::size_t n = std::min(k_most, specs.size() - first);
     const bool last = first + n == specs.size();

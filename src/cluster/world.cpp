@@ -328,21 +328,8 @@ void world::submit_call(std::vector<coll_spec>&& specs, std::vector<std::size_t>
   // (A submit_group call of many small all_reduces: one request per bulk call. Only a group's:
   // ranks may split a submit_all call's requests differently, but a group is made alike.)
   if (group && bulk_shape(specs, checked)) return submit_bulk(std::move(specs), checked, group, out);
-  // (Kept per thread for its table: a fresh one for 1000 requests was an allocation and 32 KiB
-  // to clear on every call, 9 % of the caller's time in a profile of 1000 x 2 KiB calls.)
-  // (A call made from a continuation that this call runs, while it hands over, has its own.)
-  thread_local pointer_set kept;
-  thread_local bool kept_in_use = false;
-  pointer_set own;
-  const bool nested = kept_in_use;
-  pointer_set& used = nested ? own : kept;
-  kept_in_use = true;
-  struct release {
-    bool nested;
-    ~release() {
-      if (!nested) kept_in_use = false;
-    }
-  } released_on_exit{nested};
+  thread_pointer_sets<struct submit_call_sets> sets;
+  pointer_set& used = sets[0];
   if (specs.size() > k_part) used.reset(specs.size());
   // Its first requests planned whole where they are small all_reduces that pack: the plan is
   // offered with the first part, and the later parts need no exchange (see plan_call).

@@ -1229,17 +1229,10 @@ bool world_engine::start_bulk() {
       if (pace.skip > 0) {
         --pace.skip;
       } else {
-        auto vote = std::make_unique<graph_vote>();
-        vote->packed = n;
         auto& batch = scratch_const_;
         batch.assign(b.pointers.begin() + static_cast<std::ptrdiff_t>(b.issued),
                      b.pointers.begin() + static_cast<std::ptrdiff_t>(b.issued + n));
-        const auto held = backend_->graph_lookup_packed(batch);
-        const auto capture = static_cast<std::int64_t>(held.capture);
-        vote->value[0] = capture;
-        vote->value[1] = -capture;
-        vote->value[2] = held.seen ? 0 : 1;
-        send_graph_vote(std::move(vote));
+        start_pack_vote(batch);
         return true;
       }
     }

@@ -74,12 +74,9 @@ bool world_engine::pack_graph_shape(std::size_t n) const {
   return total <= backend_->graph_limit();
 }
 
-void world_engine::start_pack_vote(std::size_t n) {
+void world_engine::start_pack_vote(std::span<const coll_request* const> batch) {
   auto vote = std::make_unique<graph_vote>();
-  vote->packed = n;
-  auto& batch = scratch_const_;
-  batch.clear();
-  for (std::size_t i = 0; i < n; ++i) batch.push_back(queue_[i].get());
+  vote->packed = batch.size();
   const auto held = backend_->graph_lookup_packed(batch);
   const auto capture = static_cast<std::int64_t>(held.capture);
   vote->value[0] = capture;
@@ -167,7 +164,10 @@ bool world_engine::graph_vote_first(std::size_t& n) {
       --pace.skip;
       return false;
     }
-    start_pack_vote(n);
+    auto& batch = scratch_const_;
+    batch.clear();
+    for (std::size_t i = 0; i < n; ++i) batch.push_back(queue_[i].get());
+    start_pack_vote(batch);
     return true;
   }
   // (A head the latency window issues alone and that skips its vote leaves the window open: a

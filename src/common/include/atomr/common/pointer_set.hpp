@@ -5,6 +5,7 @@
 // the table's size each time. std::unordered_set cost about 1300 instructions a request there.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -84,6 +85,34 @@ class pointer_set {
   std::size_t mask_ = 0;
   std::uint64_t generation_ = 1;
   std::size_t size_ = 0;
+};
+
+// N pointer_sets a hot path keeps per thread for their tables (a fresh one for 1000 requests was
+// an allocation and 32 KiB to clear on every call, 9 % of a caller's time in a profile of 1000 x
+// 2 KiB calls), or fresh ones where the path runs nested on the same thread (a call made from a
+// continuation that an outer call runs). `Tag`: one per path.
+template <typename Tag, std::size_t N = 1>
+class thread_pointer_sets {
+ public:
+  thread_pointer_sets() : nested_(in_use()) { in_use() = true; }
+  ~thread_pointer_sets() {
+    if (!nested_) in_use() = false;
+  }
+  thread_pointer_sets(const thread_pointer_sets&) = delete;
+  thread_pointer_sets& operator=(const thread_pointer_sets&) = delete;
+  pointer_set& operator[](std::size_t i) { return nested_ ? own_[i] : kept()[i]; }
+
+ private:
+  static bool& in_use() {
+    thread_local bool used = false;
+    return used;
+  }
+  static std::array<pointer_set, N>& kept() {
+    thread_local std::array<pointer_set, N> sets;
+    return sets;
+  }
+  bool nested_;
+  std::array<pointer_set, N> own_;  // (empty, no table, unless nested)
 };
 
 }  // namespace atomr

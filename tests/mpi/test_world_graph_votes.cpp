@@ -261,6 +261,18 @@ class GraphVotes : public testing::world_fixture {
     }
     return out;
   }
+  // A call of k small all_reduces made `rounds` times, its two packed batches (256 and the rest)
+  // each voted on every round: issued as usual, captured, then launched, on every rank alike.
+  void expect_two_batches_graphed(const cluster::world::stats_snapshot& s, int rounds, std::size_t k) {
+    EXPECT_EQ(s.graph_votes, 2u * rounds);
+    EXPECT_EQ(s.graph_votes_shared_memory, shared_votes(2u * rounds, size_));
+    EXPECT_EQ(packed_graph_steps[0].load(), 2);
+    EXPECT_EQ(packed_graph_steps[1].load(), 2);
+    EXPECT_EQ(packed_graph_steps[2].load(), 2 * (rounds - 2));
+    EXPECT_EQ(s.graph_captures, 2u);
+    EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
+    expect_decided_alike();
+  }
   static int packed_graph_issues() {
     return packed_graph_steps[0].load() + packed_graph_steps[1].load() + packed_graph_steps[2].load();
   }
@@ -390,14 +402,7 @@ TEST_F(GraphVotes, ARepeatedPackedCallGoesAsUsualThenIsCapturedThenLaunched) {
   for (int t = 0; t < rounds; ++t) packed_round(*w, t, bufs, n);
   const auto s = w->stats();
   EXPECT_EQ(s.packed, rounds * k);
-  EXPECT_EQ(s.graph_votes, 2u * rounds);
-  EXPECT_EQ(s.graph_votes_shared_memory, shared_votes(2u * rounds, size_));
-  EXPECT_EQ(packed_graph_steps[0].load(), 2);
-  EXPECT_EQ(packed_graph_steps[1].load(), 2);
-  EXPECT_EQ(packed_graph_steps[2].load(), 2 * (rounds - 2));
-  EXPECT_EQ(s.graph_captures, 2u);
-  EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
-  expect_decided_alike();
+  expect_two_batches_graphed(s, rounds, k);
 }
 
 TEST_F(GraphVotes, ARepeatedBulkCallGoesAsUsualThenIsCapturedThenLaunched) {
@@ -413,14 +418,7 @@ TEST_F(GraphVotes, ARepeatedBulkCallGoesAsUsualThenIsCapturedThenLaunched) {
   const auto s = w->stats();
   EXPECT_EQ(s.packed, rounds * k);
   EXPECT_EQ(s.agreements, 2u * rounds);
-  EXPECT_EQ(s.graph_votes, 2u * rounds);
-  EXPECT_EQ(s.graph_votes_shared_memory, shared_votes(2u * rounds, size_));
-  EXPECT_EQ(packed_graph_steps[0].load(), 2);
-  EXPECT_EQ(packed_graph_steps[1].load(), 2);
-  EXPECT_EQ(packed_graph_steps[2].load(), 2 * (rounds - 2));
-  EXPECT_EQ(s.graph_captures, 2u);
-  EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
-  expect_decided_alike();
+  expect_two_batches_graphed(s, rounds, k);
 }
 
 TEST_F(GraphVotes, ARepeatedPreparedCallIsCapturedThenLaunched) {
@@ -459,13 +457,7 @@ TEST_F(GraphVotes, ARepeatedPreparedCallIsCapturedThenLaunched) {
   }
   const auto s = w->stats();
   EXPECT_EQ(s.packed, rounds * k);
-  EXPECT_EQ(s.graph_votes, 2u * rounds);
-  EXPECT_EQ(packed_graph_steps[0].load(), 2);
-  EXPECT_EQ(packed_graph_steps[1].load(), 2);
-  EXPECT_EQ(packed_graph_steps[2].load(), 2 * (rounds - 2));
-  EXPECT_EQ(s.graph_captures, 2u);
-  EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
-  expect_decided_alike();
+  expect_two_batches_graphed(s, rounds, k);
 }
 
 TEST_F(GraphVotes, PackedBatchesLargerThanTheGraphLimitAreNotVotedOn) {

@@ -164,6 +164,23 @@ struct bulk_call {
   bool persistent = false;
   std::atomic<bool> busy{false};
   std::array<std::uint8_t, call_plan::k_most / 8> own_cuts{};
+  // The engine is done with this submission (complete or failed): a prepared call's bulk call
+  // may be submitted again from here on, before its future hears.
+  void release() {
+    if (persistent) busy.store(false, std::memory_order_release);
+  }
+  // The entries' futures (a prepared call's entries have none) settled, or failed with
+  // why(entry); the submission is released either way.
+  void settle_entries() {
+    if (persistent) return;
+    for (auto& e : entries) e.done.settle();
+  }
+  template <class Why>
+  void fail_entries(Why&& why) {
+    release();
+    if (persistent) return;
+    for (auto& e : entries) e.done.set_error(why(e));
+  }
   bool cut_at(std::size_t i) const { return (cuts[i / 8] >> (i % 8)) & 1U; }
   void set_cut(std::size_t i) { cuts[i / 8] = static_cast<std::uint8_t>(cuts[i / 8] | 1U << (i % 8)); }
   // Ready for another call: no entries (their buffers let go of), no batches.

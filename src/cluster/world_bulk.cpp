@@ -135,7 +135,7 @@ void world_engine::free_front(std::size_t budget) {
   while (budget > 0 && !retired_.empty()) {
     auto& r = *retired_.front();
     if (r.bulk && r.bulk->persistent) {
-      --budget;  // (the prepared call keeps it)
+      --budget;  // (the prepared call keeps it; released when it completed or failed)
     } else if (r.bulk) {
       {
         std::lock_guard lock(spare_mutex_);

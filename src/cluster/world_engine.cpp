@@ -420,11 +420,7 @@ void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point dea
   if (failure_) {
     const error failed(errc::aborted, "the world failed earlier: " + failure_->message());
     r->done.set_error(failed);
-    if (r->bulk && r->bulk->persistent) {
-      r->bulk->busy.store(false, std::memory_order_release);
-    } else if (r->bulk) {
-      for (auto& e : r->bulk->entries) e.done.set_error(failed);
-    }
+    if (r->bulk) r->bulk->fail_entries([&](const coll_request&) { return failed; });
     return;
   }
   r->seq = next_seq_;
@@ -1596,7 +1592,7 @@ void world_engine::complete_finished(bool by_caller, bool poll_idle) {
     if (!r.writes_published) publish_writes(r, {});
     completed_seq_ = last_seq(r);
     // A prepared call's bulk call may be submitted again from here on (before its future hears).
-    if (r.bulk && r.bulk->persistent) r.bulk->busy.store(false, std::memory_order_release);
+    if (r.bulk) r.bulk->release();
     if (r.traced) {
       if (done_ns == 0) done_ns = coll_request::trace_now();
       r.stamp_at(trace_stage::done, done_ns);
@@ -1634,9 +1630,7 @@ void world_engine::resolve_finished(std::size_t most) {
   for (std::size_t i = 0; i < most && !resolving_.empty(); ++i) {
     auto& r = *resolving_.front();
     r.done.settle();
-    if (r.bulk && !r.bulk->persistent) {  // (a prepared call's entries have no futures)
-      for (auto& e : r.bulk->entries) e.done.settle();
-    }
+    if (r.bulk) r.bulk->settle_entries();
     if (r.traced) {
       r.stamp(trace_stage::resolved);
       request_trace::get().add(*r.trace);
@@ -1816,14 +1810,12 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
       } else {
         r->done.set_error(error(errc::aborted, r->describe() + " was aborted: " + cause.message()));
       }
-      if (r->bulk && r->bulk->persistent) {
-        r->bulk->busy.store(false, std::memory_order_release);
-      } else if (r->bulk) {
-        for (auto& e : r->bulk->entries) {
-          e.done.set_error(r.get() == culprit ? cause
-                                              : error(errc::aborted, e.describe() + " (of " + r->describe() +
-                                                                         ") was aborted: " + cause.message()));
-        }
+      if (r->bulk) {
+        r->bulk->fail_entries([&](const coll_request& e) {
+          return r.get() == culprit ? cause
+                                    : error(errc::aborted, e.describe() + " (of " + r->describe() +
+                                                               ") was aborted: " + cause.message());
+        });
       }
     }
     list.clear();

@@ -29,11 +29,21 @@ struct signature {
   std::uint8_t kind = 0;
   std::uint8_t type = 0;
   std::uint8_t op = 0;
-  std::uint8_t pad = 0;
+  std::uint8_t sorts = 0;         // what the offers were of (k_offer_*), every rank's or-ed together
   std::int32_t offered = 0;       // how many packable requests from this one the rank plans for
   std::int32_t offered_most = 0;  // in a merged plan: the longest offer (offered is the shortest)
 };
 static_assert(sizeof(signature) == 32);
+
+// signature::sorts: an offer of queued requests (submit_all calls, calls of one request), or of a
+// bulk call (a submit_group call of many small all_reduces, see start_bulk). Or-ed across ranks,
+// both at once is ranks that made one call differently: their batches would not match.
+constexpr std::uint8_t k_offer_requests = 1;
+constexpr std::uint8_t k_offer_bulk = 2;
+constexpr const char* k_mixed_rule =
+    " (a call of more than 128 small all_reduces is made with submit_group on every rank, or on none: "
+    "see the README's \"Bulk calls\")";
+static_assert(world_engine::k_submit_part == 128, "k_mixed_rule says 128");
 
 // Packing needs every rank to batch the same requests, and what is queued differs between ranks
 // at any moment, so ranks agree on a plan: each offers the packable all_reduces it has queued
@@ -79,6 +89,7 @@ void merge_offers(void* in, void* inout, int* len, MPI_Datatype*) {
   for (int i = 0; i < *len; ++i) {
     b[i].head.offered = std::min(a[i].head.offered, b[i].head.offered);
     b[i].head.offered_most = std::max(a[i].head.offered_most, b[i].head.offered_most);
+    b[i].head.sorts = static_cast<std::uint8_t>(b[i].head.sorts | a[i].head.sorts);
     for (std::size_t c = 0; c < sizeof(a[i].cuts); ++c)
       b[i].cuts[c] = static_cast<std::uint8_t>(b[i].cuts[c] | a[i].cuts[c]);
   }
@@ -993,6 +1004,13 @@ void world_engine::finish_background() {
   while (!background_.empty() && background_.front()->finished) {
     auto& ex = *background_.front();
     settle_merged(ex);
+    if (ex.merged.head.sorts == (k_offer_requests | k_offer_bulk)) {
+      // (This rank issued its request already: the world cannot go on.)
+      return fail_world(error(errc::invalid_argument,
+                              "ranks made different calls: request #" + std::to_string(ex.mine.head.seq) +
+                                  " met a submit_group call of many small all_reduces on another rank" + k_mixed_rule),
+                        nullptr);
+    }
     const bool lone = ex.merged.head.offered == 1 && ex.merged.head.offered_most == 1;
     if (lone) {
       // (Every rank finishes these exchanges, all of them in the background, in this order: all
@@ -1144,6 +1162,7 @@ bool world_engine::start_issue() {
   s.kind = static_cast<std::uint8_t>(head.spec.kind);
   s.type = static_cast<std::uint8_t>(head.spec.type);
   s.op = static_cast<std::uint8_t>(head.spec.params.op);
+  s.sorts = k_offer_requests;
   if (packable(head) && head.plan && !options_.check) {
     // The head of a call planned whole: the offer is the caller's plan, most of it for requests
     // not handed over yet. Agreed, it lets every part of the call be issued as it comes.
@@ -1196,6 +1215,7 @@ bool world_engine::start_bulk() {
       s.op = static_cast<std::uint8_t>(head.spec.params.op);
       s.offered = static_cast<std::int32_t>(length);
       s.offered_most = s.offered;
+      s.sorts = k_offer_bulk;
       std::copy(b.cuts.begin(), b.cuts.end(), exchange_->mine.cuts);
       exchange_->call = head.together;
       if (!post_exchange(*exchange_, &head)) exchange_.reset();
@@ -1237,10 +1257,17 @@ bool world_engine::start_bulk() {
   return true;
 }
 
+error world_engine::mixed_call(const coll_request& head) {
+  return error(errc::invalid_argument,
+               "ranks made different calls: this rank's " + head.describe() +
+                   (head.bulk ? " (a submit_group call of many small all_reduces) met requests made one by one"
+                              : " met a submit_group call of many small all_reduces") +
+                   " on another rank" + k_mixed_rule);
+}
+
 void world_engine::finish_bulk_exchange(exchange& ex) {
   auto& head = *queue_.front();
   auto& b = *head.bulk;
-  settle_merged(ex);
   const auto length = static_cast<std::int32_t>(b.entries.size());
   if (ex.merged.head.offered != length || ex.merged.head.offered_most != length) {
     return fail_world(
@@ -1323,9 +1350,10 @@ void world_engine::finish_exchange() {
           &head);
     }
   }
+  settle_merged(*ex);
+  if (ex->merged.head.sorts == (k_offer_requests | k_offer_bulk)) return fail_world(mixed_call(head), &head);
   if (head.bulk) return finish_bulk_exchange(*ex);
   if (!packable(head)) return issue_batch(ex->batch);
-  settle_merged(*ex);
   const std::int32_t agreed = ex->merged.head.offered;
   const auto n = static_cast<std::size_t>(std::clamp<std::int32_t>(agreed, 1, static_cast<std::int32_t>(k_plan_most)));
   if (queue_.front()->traced) {

@@ -301,6 +301,9 @@ class world_engine {
   void seal();
   struct exchange;
   void finish_bulk_exchange(exchange& ex);  // (a bulk call's, see start_bulk)
+  // The error of a call that ranks made differently: a bulk call here, requests made one by one
+  // there, or the other way round (see k_offer_bulk).
+  static error mixed_call(const detail::coll_request& head);
   std::unique_ptr<exchange> exchange_;
   // Exchanges whose outcome this rank already knows (it offered one request: the plan can only
   // be that request alone), so it issued without waiting for them; they finish in the background.

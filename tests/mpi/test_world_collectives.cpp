@@ -829,6 +829,46 @@ TEST_F(Collectives, ABulkCallMetByAnotherCallFailsNamingIt) {
       << r.error_value().message();
 }
 
+TEST_F(Collectives, ABulkCallMetByTheSameRequestsMadeOneByOneFailsNamingIt) {
+  // A call of 200 small all_reduces, made with submit_group (a bulk call) on one side and with
+  // submit_all (its requests one by one) on the other: the offers are of the same length, and
+  // before they said what they were of, each side went on with batches the other need not
+  // match. Every future of every rank fails saying the ranks made different calls, whichever
+  // side rank 0 is on.
+  if (size_ == 1) GTEST_SKIP() << "needs two ranks";
+  for (const bool rank0_groups : {true, false}) {
+    auto w = make_world();
+    ASSERT_TRUE(w);
+    const auto bufs = counting_buffers(200, 4);
+    std::vector<result<void>> results;
+    if ((rank_ == 0) == rank0_groups) {
+      results.push_back(w->submit_group(sums_in_place(bufs)).get());
+    } else {
+      for (auto& f : w->submit_all(sums_in_place(bufs))) results.push_back(f.get());
+      EXPECT_EQ(results.size(), 200u);
+    }
+    for (const auto& r : results) {
+      ASSERT_FALSE(r) << "rank 0 " << (rank0_groups ? "grouped" : "did not group");
+      EXPECT_NE(r.error_value().message().find("ranks made different calls"), std::string::npos)
+          << r.error_value().message();
+    }
+  }
+}
+
+TEST_F(Collectives, ALoneRequestMetByABulkCallFailsNamingIt) {
+  // Rank 0 makes one all_reduce (it is issued at once, its offer agreed on in the background);
+  // the others a submit_group call of 200. Both fail, saying so, rather than waiting out the
+  // deadline for a peer that never joins.
+  if (size_ == 1) GTEST_SKIP() << "needs two ranks";
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  const auto bufs = counting_buffers(rank_ == 0 ? 1 : 200, 4);
+  auto r = rank_ == 0 ? w->all_reduce(bufs.front(), reduce_op::sum).get() : w->submit_group(sums_in_place(bufs)).get();
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error_value().message().find("ranks made different calls"), std::string::npos)
+      << r.error_value().message();
+}
+
 TEST_F(Collectives, ASubmitGroupCallOfMixedCollectivesMatchesSubmitAllOnOtherRanks) {
   // Rank 0 hands the call over with submit_group, the others with submit_all: the same requests
   // in the same order, so they match. All_gathers, a broadcast and sums, some reading what an

@@ -1258,11 +1258,10 @@ bool world_engine::start_bulk() {
 }
 
 error world_engine::mixed_call(const coll_request& head) {
-  return error(errc::invalid_argument,
-               "ranks made different calls: this rank's " + head.describe() +
-                   (head.bulk ? " (a submit_group call of many small all_reduces) met requests made one by one"
-                              : " met a submit_group call of many small all_reduces") +
-                   " on another rank" + k_mixed_rule);
+  return error(errc::invalid_argument, "ranks made different calls: this rank made " + head.describe() +
+                                           (head.bulk ? " (with submit_group), which met requests made one by one"
+                                                      : ", which met a submit_group call of many small all_reduces") +
+                                           " on another rank" + k_mixed_rule);
 }
 
 void world_engine::finish_bulk_exchange(exchange& ex) {
@@ -1272,7 +1271,7 @@ void world_engine::finish_bulk_exchange(exchange& ex) {
   if (ex.merged.head.offered != length || ex.merged.head.offered_most != length) {
     return fail_world(
         error(errc::invalid_argument,
-              "ranks made different calls: this rank's " + head.describe() + " met a call of " +
+              "ranks made different calls: this rank made " + head.describe() + ", which met a call of " +
                   std::to_string(ex.merged.head.offered) + " to " + std::to_string(ex.merged.head.offered_most) +
                   " requests on another rank (every rank must make the same calls, in the same order)"),
         &head);

@@ -29,6 +29,62 @@ class WorldGraphs : public testing::world_fixture {
   bool graphs_on(const cluster::world& w) const {
     return w.backend() == cluster::world_backend::nccl && std::getenv("ATOMR_NCCL_GRAPHS") == nullptr;
   }
+
+  // The packed-call tests: k_packed all_reduces of 1-9 ints, out of place (send i into recv i),
+  // in one call made k_packed_rounds times; rank r's element j of buffer i in round t.
+  static constexpr std::size_t k_packed = 300;
+  static constexpr int k_packed_rounds = 5;
+  static std::size_t packed_length(std::size_t i) { return i % 9 + 1; }
+  static std::int32_t packed_value(int r, int t, std::size_t i, std::size_t j) {
+    return v(r, t, j) + static_cast<std::int32_t>(10000 * i);
+  }
+  struct packed_pairs {
+    std::vector<local::gpu_ref<std::int32_t>> send, recv;
+  };
+  packed_pairs make_packed_pairs() {
+    packed_pairs p;
+    for (std::size_t i = 0; i < k_packed; ++i) {
+      p.send.push_back(buffer(std::vector<std::int32_t>(packed_length(i), 0)));
+      p.recv.push_back(buffer(std::vector<std::int32_t>(packed_length(i), -1)));
+    }
+    return p;
+  }
+  static std::vector<cluster::coll_spec> packed_specs(const packed_pairs& p) {
+    std::vector<cluster::coll_spec> specs;
+    for (std::size_t i = 0; i < p.send.size(); ++i) {
+      specs.push_back(
+          {cluster::coll_kind::all_reduce, local::dtype::i32, {}, {p.send[i].block()}, {p.recv[i].block()}});
+    }
+    return specs;
+  }
+  // This rank's inputs of round t.
+  void upload_round(const packed_pairs& p, int t) {
+    for (std::size_t i = 0; i < p.send.size(); ++i) {
+      std::vector<std::int32_t> in(packed_length(i));
+      for (std::size_t j = 0; j < in.size(); ++j) in[j] = packed_value(rank_, t, i, j);
+      ASSERT_NO_FATAL_FAILURE(upload(p.send[i], in));
+    }
+  }
+  // Every output of round t: the sum of every rank's inputs.
+  void expect_round_sums(const packed_pairs& p, int t) {
+    for (std::size_t i = 0; i < p.recv.size(); ++i) {
+      std::vector<std::int32_t> expected(packed_length(i), 0);
+      for (int r = 0; r < size_; ++r) {
+        for (std::size_t j = 0; j < expected.size(); ++j) expected[j] += packed_value(r, t, i, j);
+      }
+      ASSERT_EQ(read(p.recv[i]), expected) << "round " << t << ", buffer " << i;
+    }
+  }
+  // After k_packed_rounds calls of two packed batches (256 and 44): each batch went as usual in
+  // the first round, was captured in the second and launched in the rest.
+  void expect_two_batches_graphed(const cluster::world& w) {
+    const auto s = w.stats();
+    EXPECT_EQ(s.packed, k_packed_rounds * k_packed);
+    if (!graphs_on(w)) GTEST_SKIP() << "values checked; no CUDA graphs on this backend";
+    EXPECT_EQ(s.graph_votes, 2u * k_packed_rounds);
+    EXPECT_EQ(s.graph_captures, 2u);  // the second round's two batches
+    EXPECT_EQ(s.graph_launches, (k_packed_rounds - 2) * k_packed);
+  }
 };
 
 TEST_F(WorldGraphs, AnAllReduceRepeatedOnTheSameBuffersLaunchesItsGraph) {
@@ -64,84 +120,29 @@ TEST_F(WorldGraphs, APackedCallRepeatedOnTheSameBuffersLaunchesItsGraph) {
   // launched, with new inputs every round.
   auto w = make_world();
   ASSERT_TRUE(w);
-  constexpr int rounds = 5;
-  constexpr std::size_t k = 300;
-  auto length = [](std::size_t i) { return i % 9 + 1; };
-  std::vector<local::gpu_ref<std::int32_t>> send, recv;
-  for (std::size_t i = 0; i < k; ++i) {
-    send.push_back(buffer(std::vector<std::int32_t>(length(i), 0)));
-    recv.push_back(buffer(std::vector<std::int32_t>(length(i), -1)));
+  const auto p = make_packed_pairs();
+  for (int t = 0; t < k_packed_rounds; ++t) {
+    ASSERT_NO_FATAL_FAILURE(upload_round(p, t));
+    ASSERT_TRUE(w->submit_group(packed_specs(p)).get()) << "round " << t;
+    ASSERT_NO_FATAL_FAILURE(expect_round_sums(p, t));
   }
-  auto value = [](int r, int t, std::size_t i, std::size_t j) {
-    return v(r, t, j) + static_cast<std::int32_t>(10000 * i);
-  };
-  for (int t = 0; t < rounds; ++t) {
-    std::vector<cluster::coll_spec> specs;
-    for (std::size_t i = 0; i < k; ++i) {
-      std::vector<std::int32_t> in(length(i));
-      for (std::size_t j = 0; j < in.size(); ++j) in[j] = value(rank_, t, i, j);
-      upload(send[i], in);
-      specs.push_back({cluster::coll_kind::all_reduce, local::dtype::i32, {}, {send[i].block()}, {recv[i].block()}});
-    }
-    ASSERT_TRUE(w->submit_group(std::move(specs)).get()) << "round " << t;
-    for (std::size_t i = 0; i < k; ++i) {
-      std::vector<std::int32_t> expected(length(i), 0);
-      for (int r = 0; r < size_; ++r) {
-        for (std::size_t j = 0; j < expected.size(); ++j) expected[j] += value(r, t, i, j);
-      }
-      ASSERT_EQ(read(recv[i]), expected) << "round " << t << ", buffer " << i;
-    }
-  }
-  const auto s = w->stats();
-  EXPECT_EQ(s.packed, rounds * k);
-  if (!graphs_on(*w)) GTEST_SKIP() << "values checked; no CUDA graphs on this backend";
-  EXPECT_EQ(s.graph_votes, 2u * rounds);
-  EXPECT_EQ(s.graph_captures, 2u);  // the second round's two batches
-  EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
+  expect_two_batches_graphed(*w);
 }
 
 TEST_F(WorldGraphs, APreparedCallSubmittedAgainLaunchesItsGraphs) {
-  // The same 300 all_reduces of 1-9 ints, out of place, as a call prepared once
-  // (world::prepare_group) and submitted every round with new inputs: its two bulk calls are
-  // issued as usual, then captured, then launched.
+  // The same 300 as a call prepared once (world::prepare_group) and submitted every round with
+  // new inputs: its two bulk calls are issued as usual, then captured, then launched.
   auto w = make_world();
   ASSERT_TRUE(w);
-  constexpr int rounds = 5;
-  constexpr std::size_t k = 300;
-  auto length = [](std::size_t i) { return i % 9 + 1; };
-  std::vector<local::gpu_ref<std::int32_t>> send, recv;
-  std::vector<cluster::coll_spec> specs;
-  for (std::size_t i = 0; i < k; ++i) {
-    send.push_back(buffer(std::vector<std::int32_t>(length(i), 0)));
-    recv.push_back(buffer(std::vector<std::int32_t>(length(i), -1)));
-    specs.push_back({cluster::coll_kind::all_reduce, local::dtype::i32, {}, {send[i].block()}, {recv[i].block()}});
-  }
-  auto call = w->prepare_group(std::move(specs));
+  const auto p = make_packed_pairs();
+  auto call = w->prepare_group(packed_specs(p));
   ASSERT_TRUE(call) << call.error_value();
-  auto value = [](int r, int t, std::size_t i, std::size_t j) {
-    return v(r, t, j) + static_cast<std::int32_t>(10000 * i);
-  };
-  for (int t = 0; t < rounds; ++t) {
-    for (std::size_t i = 0; i < k; ++i) {
-      std::vector<std::int32_t> in(length(i));
-      for (std::size_t j = 0; j < in.size(); ++j) in[j] = value(rank_, t, i, j);
-      upload(send[i], in);
-    }
+  for (int t = 0; t < k_packed_rounds; ++t) {
+    ASSERT_NO_FATAL_FAILURE(upload_round(p, t));
     ASSERT_TRUE(w->submit_prepared(*call).get()) << "round " << t;
-    for (std::size_t i = 0; i < k; ++i) {
-      std::vector<std::int32_t> expected(length(i), 0);
-      for (int r = 0; r < size_; ++r) {
-        for (std::size_t j = 0; j < expected.size(); ++j) expected[j] += value(r, t, i, j);
-      }
-      ASSERT_EQ(read(recv[i]), expected) << "round " << t << ", buffer " << i;
-    }
+    ASSERT_NO_FATAL_FAILURE(expect_round_sums(p, t));
   }
-  const auto s = w->stats();
-  EXPECT_EQ(s.packed, rounds * k);
-  if (!graphs_on(*w)) GTEST_SKIP() << "values checked; no CUDA graphs on this backend";
-  EXPECT_EQ(s.graph_votes, 2u * rounds);
-  EXPECT_EQ(s.graph_captures, 2u);
-  EXPECT_EQ(s.graph_launches, (rounds - 2) * k);
+  expect_two_batches_graphed(*w);
 }
 
 TEST_F(WorldGraphs, EveryCollectiveKindLaunchesItsGraphWithCurrentContents) {

@@ -277,22 +277,32 @@ class GraphVotes : public testing::world_fixture {
     return packed_graph_steps[0].load() + packed_graph_steps[1].load() + packed_graph_steps[2].load();
   }
   // (`group`: in one submit_group call, bulk calls: see world_options::bulk.)
-  void packed_round(cluster::world& w, int t, const buffer_pairs& bufs, std::size_t n, bool group = false) {
+  // Out-of-place sums of each pair, send into recv: one call's specs.
+  static std::vector<cluster::coll_spec> pair_specs(const buffer_pairs& bufs) {
+    std::vector<cluster::coll_spec> specs;
+    for (const auto& [send, recv] : bufs) {
+      specs.push_back({coll_kind::all_reduce, local::dtype::i32, {}, {send.block()}, {recv.block()}});
+    }
+    return specs;
+  }
+  // Round t of a packed call: new inputs, the call (submit_all; submit_group if `group`; or the
+  // prepared call submitted), then every sum checked.
+  void packed_round(cluster::world& w, int t, const buffer_pairs& bufs, std::size_t n, bool group = false,
+                    const cluster::group_call* prepared = nullptr) {
     auto value = [&](int r, std::size_t i, std::size_t j) {
       return 1000 * t + 100 * r + static_cast<std::int32_t>(j + 10000 * i);
     };
-    std::vector<cluster::coll_spec> specs;
     for (std::size_t i = 0; i < bufs.size(); ++i) {
       std::vector<std::int32_t> v(n);
       for (std::size_t j = 0; j < n; ++j) v[j] = value(rank_, i, j);
       ASSERT_TRUE(dev_.upload(bufs[i].first, std::span<const std::int32_t>(v)).get());
-      specs.push_back(
-          {coll_kind::all_reduce, local::dtype::i32, {}, {bufs[i].first.block()}, {bufs[i].second.block()}});
     }
-    if (group) {
-      ASSERT_TRUE(w.submit_group(std::move(specs)).get());
+    if (prepared != nullptr) {
+      ASSERT_TRUE(w.submit_prepared(*prepared).get()) << "round " << t;
+    } else if (group) {
+      ASSERT_TRUE(w.submit_group(pair_specs(bufs)).get()) << "round " << t;
     } else {
-      for (auto& done : w.submit_all(std::move(specs))) ASSERT_TRUE(done.get());
+      for (auto& done : w.submit_all(pair_specs(bufs))) ASSERT_TRUE(done.get()) << "round " << t;
     }
     for (std::size_t i = 0; i < bufs.size(); ++i) {
       std::vector<std::int32_t> want(n, 0);
@@ -430,31 +440,10 @@ TEST_F(GraphVotes, ARepeatedPreparedCallIsCapturedThenLaunched) {
   constexpr std::size_t k = 300;
   constexpr std::size_t n = 16;
   const auto bufs = make_pairs(k, n);
-  std::vector<cluster::coll_spec> specs;
-  for (const auto& [send, recv] : bufs) {
-    specs.push_back({coll_kind::all_reduce, local::dtype::i32, {}, {send.block()}, {recv.block()}});
-  }
-  auto call = w->prepare_group(std::move(specs));
+  auto call = w->prepare_group(pair_specs(bufs));
   ASSERT_TRUE(call) << call.error_value();
   ASSERT_TRUE(call->bulk());
-  auto value = [&](int t, int r, std::size_t i, std::size_t j) {
-    return 1000 * t + 100 * r + static_cast<std::int32_t>(j + 10000 * i);
-  };
-  for (int t = 0; t < rounds; ++t) {
-    for (std::size_t i = 0; i < k; ++i) {
-      std::vector<std::int32_t> v(n);
-      for (std::size_t j = 0; j < n; ++j) v[j] = value(t, rank_, i, j);
-      ASSERT_TRUE(dev_.upload(bufs[i].first, std::span<const std::int32_t>(v)).get());
-    }
-    ASSERT_TRUE(w->submit_prepared(*call).get()) << "round " << t;
-    for (std::size_t i = 0; i < k; i += 13) {
-      std::vector<std::int32_t> want(n, 0);
-      for (int r = 0; r < size_; ++r) {
-        for (std::size_t j = 0; j < n; ++j) want[j] += value(t, r, i, j);
-      }
-      ASSERT_EQ(read(bufs[i].second), want) << "round " << t << ", buffer " << i;
-    }
-  }
+  for (int t = 0; t < rounds; ++t) ASSERT_NO_FATAL_FAILURE(packed_round(*w, t, bufs, n, false, &*call));
   const auto s = w->stats();
   EXPECT_EQ(s.packed, rounds * k);
   expect_two_batches_graphed(s, rounds, k);

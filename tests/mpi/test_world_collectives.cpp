@@ -64,9 +64,7 @@ class Collectives : public testing::world_fixture {
     for (int i = 0; i < k; ++i) bufs.push_back(buffer(std::vector<float>(n, static_cast<float>(rank_ + i))));
     return bufs;
   }
-  static cluster::coll_spec sum_in_place(const local::gpu_ref<float>& b) {
-    return {coll_kind::all_reduce, local::dtype::f32, {}, {b.block()}, {b.block()}};
-  }
+  static cluster::coll_spec sum_in_place(const local::gpu_ref<float>& b) { return cluster::all_reduce_spec(b); }
   // One in-place sum per buffer, in order (one call's specs).
   static std::vector<cluster::coll_spec> sums_in_place(const std::vector<local::gpu_ref<float>>& bufs) {
     std::vector<cluster::coll_spec> specs;
@@ -1057,6 +1055,49 @@ TEST_F(Collectives, RanksThatSplitACallDifferentlyStillAgreeOnThePacking) {
     }
     EXPECT_EQ(w->stats().requests, static_cast<std::uint64_t>(k));
   }
+}
+
+TEST_F(Collectives, SpecsMadeBySpecOfHoldEachBufferOnceAndRun) {
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  // One reference per list a buffer is in, as the braced spec it equals holds.
+  const auto b = buffer(std::vector<float>(8, static_cast<float>(rank_)));
+  const auto before = b.block().use_count();
+  const auto in_place = cluster::all_reduce_spec(b, reduce_op::max);
+  EXPECT_EQ(b.block().use_count(), before + 2);
+  const cluster::coll_spec braced{
+      coll_kind::all_reduce, local::dtype::f32, {reduce_op::max, 0, 0}, {b.block()}, {b.block()}};
+  auto same = [](const cluster::coll_spec& x, const cluster::coll_spec& y) {
+    return x.kind == y.kind && x.type == y.type && x.params.op == y.params.op && x.params.root == y.params.root &&
+           x.params.count == y.params.count && std::equal(x.send.begin(), x.send.end(), y.send.begin(), y.send.end()) &&
+           std::equal(x.recv.begin(), x.recv.end(), y.recv.begin(), y.recv.end());
+  };
+  EXPECT_TRUE(same(in_place, braced));
+  const auto in = buffer(std::vector<std::int32_t>(6, rank_ + 1));
+  const auto out = buffer(std::vector<std::int32_t>(6, -1));
+  const auto four = cluster::spec_of(coll_kind::all_reduce, in, out, {reduce_op::sum, 0, 4});
+  EXPECT_TRUE(
+      same(four, {coll_kind::all_reduce, local::dtype::i32, {reduce_op::sum, 0, 4}, {in.block()}, {out.block()}}));
+  // A recv's spec keeps its empty send, which the world drops (the kind has none).
+  const auto recv = cluster::spec_of(coll_kind::recv, local::gpu_ref<float>{}, b, {reduce_op::sum, 0, 0});
+  ASSERT_EQ(recv.send.size(), 1u);
+  EXPECT_EQ(recv.send[0], nullptr);
+  EXPECT_EQ(recv.recv[0], b.block());
+  // They run: 200 in-place sums (bulk calls), then the out-of-place sum of the first 4 elements.
+  const auto bufs = counting_buffers(200, 8);
+  std::vector<cluster::coll_spec> specs;
+  for (const auto& c : bufs) specs.push_back(cluster::all_reduce_spec(c));
+  ASSERT_TRUE(w->submit_group(std::move(specs)).get());
+  ASSERT_TRUE(w->submit_group({four}).get());
+  for (int i = 0; i < 200; i += 39) {
+    EXPECT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 1))) << "buffer " << i;
+  }
+  const std::int32_t total = size_ * (size_ + 1) / 2;
+  EXPECT_EQ(read(out), (std::vector<std::int32_t>{total, total, total, total, -1, -1}));
+  // An empty gpu_ref is refused by name, as the world's own calls refuse it.
+  auto empty = w->submit(cluster::all_reduce_spec(local::gpu_ref<float>{})).get();
+  ASSERT_FALSE(empty);
+  EXPECT_NE(empty.error_value().describe().find("empty gpu_ref"), std::string::npos) << empty.error_value().describe();
 }
 
 TEST_F(Collectives, FinishedRequestsAreFreedWhileCallsComeBackToBack) {

@@ -2,11 +2,14 @@
 // submit_all call, in a loop long enough to profile (perf record, callgrind). Host devices and
 // the host backend, or with --gpu the rank's GPU and NCCL. Prints the median time per call and
 // the median time until submit_all returned (the caller's own part: making and handing over).
-//   mpirun -np 1 many_small_probe [rounds] [count] [bytes] [--gpu] [--gap] [--each | --group]
+//   mpirun -np 1 many_small_probe [rounds] [count] [bytes] [--gpu] [--gap] [--braced]
+//          [--each | --group | --prepared]
 // --each: every request by a call of its own (world::all_reduce), not one submit_all call.
 // --group: one submit_group call (one future for the call).
 // --prepared: the call prepared once (world::prepare_group) and submitted each round
 // (world::submit_prepared).
+// --braced: each spec made as a braced list, {..., {b.block()}, {b.block()}}, rather than by
+// cluster::all_reduce_spec (which takes each buffer's reference once, not three times).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -68,6 +71,8 @@ int main(int argc, char** argv) {
   std::erase(args, "--group");
   const bool prepared = std::find(args.begin(), args.end(), "--prepared") != args.end();
   std::erase(args, "--prepared");
+  const bool braced = std::find(args.begin(), args.end(), "--braced") != args.end();
+  std::erase(args, "--braced");
   const int rounds = args.size() > 0 ? std::atoi(args[0].c_str()) : 200;
   const int count = args.size() > 1 ? std::atoi(args[1].c_str()) : 1000;
   const std::size_t bytes = args.size() > 2 ? std::strtoull(args[2].c_str(), nullptr, 10) : 2048;
@@ -104,10 +109,7 @@ int main(int argc, char** argv) {
     std::optional<ac::group_call> call;
     if (prepared) {
       std::vector<ac::coll_spec> specs;
-      for (const auto& b : bufs) {
-        specs.push_back(
-            {ac::coll_kind::all_reduce, al::dtype::f32, {ac::reduce_op::sum, 0, 0}, {b.block()}, {b.block()}});
-      }
+      for (const auto& b : bufs) specs.push_back(ac::all_reduce_spec(b));
       auto made_call = (*w)->prepare_group(std::move(specs));
       if (!made_call) {
         std::fprintf(stderr, "prepare_group: %s\n", made_call.error_value().describe().c_str());
@@ -136,9 +138,13 @@ int main(int argc, char** argv) {
         pending.reserve(bufs.size());
         for (const auto& b : bufs) pending.push_back((*w)->all_reduce(b, ac::reduce_op::sum));
       } else {
-        for (const auto& b : bufs) {
-          specs.push_back(
-              {ac::coll_kind::all_reduce, al::dtype::f32, {ac::reduce_op::sum, 0, 0}, {b.block()}, {b.block()}});
+        if (braced) {
+          for (const auto& b : bufs) {
+            specs.push_back(
+                {ac::coll_kind::all_reduce, al::dtype::f32, {ac::reduce_op::sum, 0, 0}, {b.block()}, {b.block()}});
+          }
+        } else {
+          for (const auto& b : bufs) specs.push_back(ac::all_reduce_spec(b));
         }
         if (group) {
           pending.push_back((*w)->submit_group(std::move(specs)));

@@ -219,7 +219,7 @@ class coll_runner {
     specs.reserve(small_.size());
     if (how == handing::prepared && !prepared_) {
       for (const auto& b : small_) {
-        specs.push_back({coll_kind::all_reduce, al::dtype_of<T>::value, {s_.op, 0, 0}, {b.block()}, {b.block()}});
+        specs.push_back(cluster::all_reduce_spec(b, s_.op));
       }
       ATOMR_ASSIGN_OR_RETURN(auto call, w_.prepare_group(std::move(specs)));
       prepared_ = std::move(call);
@@ -230,7 +230,7 @@ class coll_runner {
       pending.push_back(w_.submit_prepared(*prepared_));
     } else if (how != handing::each) {
       for (const auto& b : small_) {
-        specs.push_back({coll_kind::all_reduce, al::dtype_of<T>::value, {s_.op, 0, 0}, {b.block()}, {b.block()}});
+        specs.push_back(cluster::all_reduce_spec(b, s_.op));
       }
       if (how == handing::group) {
         pending.push_back(w_.submit_group(std::move(specs)));

@@ -1,6 +1,8 @@
 // world::bulk_shape and world::submit_bulk: a long call of small all_reduces made into bulk
 // calls (detail::bulk_call), each one request to the engine.
 #include <algorithm>
+#include <array>
+#include <span>
 
 #include "atomr/cluster/world.hpp"
 #include "atomr/common/pointer_set.hpp"
@@ -35,21 +37,17 @@ bool world::bulk_shape(const std::vector<coll_spec>& specs, std::vector<std::siz
   return true;
 }
 
-void world::fill_bulk(detail::bulk_call& b, std::vector<coll_spec>& specs, const std::vector<std::size_t>& counts,
-                      std::size_t first, std::size_t n, bool futures, pointer_set& touched,
-                      pointer_set& written) const {
+void world::mark_bulk(detail::bulk_call& b, const std::vector<coll_spec>& specs, const std::vector<std::size_t>& counts,
+                      std::size_t first, std::size_t n, pointer_set& touched, pointer_set& written) const {
   const auto& options = engine_->options();
-  b.entries.reserve(n);
-  b.pointers.reserve(n);
   touched.reset(2 * n);
   written.reset(n);
   local::dtype batch_type = specs[first].type;
   reduce_op batch_op = specs[first].params.op;
   std::size_t batch_bytes = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    auto& s = specs[first + i];
-    const std::size_t count = counts[first + i];
-    const std::size_t bytes = count * local::size_of(s.type);
+    const auto& s = specs[first + i];
+    const std::size_t bytes = counts[first + i] * local::size_of(s.type);
     bool repeat = false;
     for (const auto& blk : s.recv) repeat = repeat || touched.contains(blk.get());
     for (const auto& blk : s.send) repeat = repeat || written.contains(blk.get());
@@ -76,11 +74,41 @@ void world::fill_bulk(detail::bulk_call& b, std::vector<coll_spec>& specs, const
     b.repeats = b.repeats || repeat;
     batch_bytes += bytes;
     b.bytes += bytes;
-    auto& e = b.entries.emplace_back(std::move(s));
-    e.count = count;
+  }
+}
+
+void world::fill_entries(detail::bulk_call& b, std::vector<coll_spec>& specs, const std::vector<std::size_t>& counts,
+                         std::size_t first, std::size_t n, bool futures) {
+  b.entries.reserve(n);
+  b.pointers.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto& e = b.entries.emplace_back(std::move(specs[first + i]));
+    e.count = counts[first + i];
     if (futures) e.done = promise<void>();
   }
   for (auto& e : b.entries) b.pointers.push_back(&e);
+}
+
+std::size_t world::bulk_run_most() const {
+  // (Alone, a rank agrees with nobody: each bulk call is handed over as soon as it is made.)
+  return size() > 1 ? detail::call_plan::k_most : world_engine::k_bulk_most;
+}
+
+void world::mark_run(std::span<const std::shared_ptr<detail::bulk_call>> run, const std::vector<coll_spec>& specs,
+                     const std::vector<std::size_t>& counts, std::size_t first, std::size_t n, pointer_set& touched,
+                     pointer_set& written) const {
+  constexpr std::size_t k_most = world_engine::k_bulk_most;
+  static_assert(k_most % 8 == 0, "a bulk call's cuts are whole bytes of its run's");
+  for (std::size_t j = 0; j < run.size(); ++j) {
+    const std::size_t at = j * k_most;
+    mark_bulk(*run[j], specs, counts, first + at, std::min(k_most, n - at), touched, written);
+  }
+  auto& lead = *run.front();
+  lead.plan_length = static_cast<std::uint32_t>(n);
+  for (std::size_t j = 1; j < run.size(); ++j) {
+    const auto& cuts = run[j]->cuts;
+    std::copy(cuts.begin(), cuts.begin() + k_most / 8, lead.cuts.begin() + static_cast<std::ptrdiff_t>(j * k_most / 8));
+  }
 }
 
 std::unique_ptr<detail::coll_request> world::carrier_of(std::shared_ptr<detail::bulk_call> b, bool with_future) {
@@ -99,24 +127,36 @@ std::unique_ptr<detail::coll_request> world::carrier_of(std::shared_ptr<detail::
 void world::submit_bulk(std::vector<coll_spec>&& specs, const std::vector<std::size_t>& counts, bool group,
                         std::vector<std::optional<future<void>>>& out) const {
   constexpr std::size_t k_most = world_engine::k_bulk_most;
-  static_assert(k_most <= detail::call_plan::k_most);
+  constexpr std::size_t k_run_bulks = detail::call_plan::k_most / k_most;
+  static_assert(detail::call_plan::k_most % k_most == 0);
   const std::uint64_t together = engine_->together_id();
-  // The buffers the bulk call touches so far, and those it writes.
+  const std::size_t run_most = bulk_run_most();
+  // The buffers a bulk call touches so far, and those it writes.
   thread_pointer_sets<struct submit_bulk_sets, 2> sets;
   pointer_set& touched = sets[0];
   pointer_set& written = sets[1];
-  for (std::size_t first = 0; first < specs.size(); first += k_most) {
-    const std::size_t n = std::min(k_most, specs.size() - first);
-    const bool last = first + n == specs.size();
-    auto bulk = engine_->take_bulk();
-    fill_bulk(*bulk, specs, counts, first, n, !group, touched, written);
-    auto carrier = carrier_of(std::move(bulk), group && last);  // (a group's one future)
-    carrier->ends_call = last;
-    auto futures = engine_->submit_bulk(std::move(carrier), together, !last);
-    if (group) {
-      if (last && !futures.empty()) out[0] = std::move(futures.back());
-    } else {
-      for (std::size_t j = 0; j < futures.size() && j < n; ++j) out[first + j] = std::move(futures[j]);
+  std::array<std::shared_ptr<detail::bulk_call>, k_run_bulks> run;
+  for (std::size_t first = 0; first < specs.size(); first += run_most) {
+    // A run's bulk calls are marked first (their cuts, offered by the first one), then filled
+    // and handed over one by one: the progress thread agrees on the run and issues the first
+    // while the caller fills the next.
+    const std::size_t n = std::min(run_most, specs.size() - first);
+    const std::size_t bulks = (n + k_most - 1) / k_most;
+    for (std::size_t j = 0; j < bulks; ++j) run[j] = engine_->take_bulk();
+    mark_run(std::span(run.data(), bulks), specs, counts, first, n, touched, written);
+    for (std::size_t j = 0; j < bulks; ++j) {
+      const std::size_t at = first + j * k_most;
+      const std::size_t length = std::min(k_most, n - j * k_most);
+      const bool last = at + length == specs.size();
+      fill_entries(*run[j], specs, counts, at, length, !group);
+      auto carrier = carrier_of(std::move(run[j]), group && last);  // (a group's one future)
+      carrier->ends_call = last;
+      auto futures = engine_->submit_bulk(std::move(carrier), together, !last);
+      if (group) {
+        if (last && !futures.empty()) out[0] = std::move(futures.back());
+      } else {
+        for (std::size_t e = 0; e < futures.size() && e < length; ++e) out[at + e] = std::move(futures[e]);
+      }
     }
   }
 }

@@ -149,7 +149,14 @@ struct bulk_call {
   // rank's, merged): where the type or reduction changes, every call_batch entries, where a pack
   // would outgrow its buffer, and before an entry whose buffer an earlier entry touches (on this
   // rank: the batches run in order).
+  // A run's first bulk call (plan_length > 0) holds the cuts of the whole run here (below).
   std::array<std::uint8_t, call_plan::k_most / 8> cuts{};
+  // A call's bulk calls go in runs of up to call_plan::k_most entries (one bulk call where the
+  // world has one rank), agreed on in one exchange: the run's first bulk call offers the cuts of
+  // all its entries (plan_length of them, in `cuts`), and the ones after it (plan_length 0) take
+  // theirs from that agreement. (One exchange per bulk call was four per call of 1000, each a
+  // meeting of every rank before the bulk call's first batch.)
+  std::uint32_t plan_length = 0;
   bool repeats = false;                    // some entry touches a buffer an earlier entry touches (see cuts)
   bool agreed = false;                     // cuts holds the agreed batches
   std::size_t issued = 0;                  // entries issued so far (whole batches)
@@ -188,6 +195,7 @@ struct bulk_call {
     entries.clear();
     pointers.clear();
     cuts = {};
+    plan_length = 0;
     repeats = false;
     bytes = 0;
     write_blocks.clear();

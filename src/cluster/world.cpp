@@ -264,15 +264,23 @@ result<group_call> world::prepare_group(std::vector<coll_spec> specs) const {
     call.specs_ = std::move(specs);
     return call;
   }
-  // (The same bulk calls submit_group would make of these specs.)
+  // (The same bulk calls, in the same runs, as submit_group would make of these specs.)
   pointer_set touched, written;
-  for (std::size_t first = 0; first < specs.size(); first += world_engine::k_bulk_most) {
-    auto b = std::make_shared<detail::bulk_call>();
-    b->persistent = true;
-    fill_bulk(*b, specs, counts, first, std::min(world_engine::k_bulk_most, specs.size() - first), false, touched,
-              written);
-    b->own_cuts = b->cuts;
-    call.bulks_.push_back(std::move(b));
+  const std::size_t run_most = bulk_run_most();
+  for (std::size_t first = 0; first < specs.size(); first += run_most) {
+    const std::size_t n = std::min(run_most, specs.size() - first);
+    std::vector<std::shared_ptr<detail::bulk_call>> run;
+    for (std::size_t at = 0; at < n; at += world_engine::k_bulk_most) {
+      run.push_back(std::make_shared<detail::bulk_call>());
+      run.back()->persistent = true;
+    }
+    mark_run(run, specs, counts, first, n, touched, written);
+    for (std::size_t j = 0; j < run.size(); ++j) {
+      const std::size_t at = j * world_engine::k_bulk_most;
+      fill_entries(*run[j], specs, counts, first + at, std::min(world_engine::k_bulk_most, n - at), false);
+      run[j]->own_cuts = run[j]->cuts;
+      call.bulks_.push_back(std::move(run[j]));
+    }
   }
   return call;
 }

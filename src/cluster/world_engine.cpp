@@ -1092,6 +1092,11 @@ bool world_engine::start_issue() {
   auto& head = *queue_.front();
   // (A bulk call's later batches run after its first, which waited for its inputs.)
   if (head.bulk && head.bulk->issued > 0) return start_bulk();
+  // The rest of an agreed run of bulk calls comes next, and nothing else (see take_run_cuts).
+  if (run_cuts_.left > 0 && !(head.bulk && head.bulk->plan_length == 0)) {
+    fail_world(came_between_run(head), &head);
+    return true;
+  }
   if (!ready(head, scratch_waits_)) return false;
   head.stamp(trace_stage::inputs);
   if (!planned_.empty()) return issue_planned();
@@ -1199,21 +1204,27 @@ bool world_engine::start_issue() {
 bool world_engine::start_bulk() {
   auto& head = *queue_.front();
   auto& b = *head.bulk;
-  const auto length = b.entries.size();
   if (!b.agreed) {
-    stats_.agreements.fetch_add(1, std::memory_order_release);
-    if (control_size_ == 1) {
+    if (b.plan_length == 0 && control_size_ > 1) {
+      // A later bulk call of its run: its cuts were agreed on with the run's first.
+      if (!take_run_cuts(head)) return true;
+      b.agreed = true;
+      head.stamp(trace_stage::agreed);
+    } else if (control_size_ == 1) {
+      stats_.agreements.fetch_add(1, std::memory_order_release);
       b.agreed = true;  // nobody to agree with: its own cuts
     } else {
-      // One exchange for the bulk call: each rank's cuts (its own repeats differ), merged.
+      stats_.agreements.fetch_add(1, std::memory_order_release);
+      // One exchange for the run the bulk call begins: each rank's cuts (its own repeats
+      // differ), merged.
       exchange_ = std::make_unique<exchange>();
       auto& s = exchange_->mine.head;
       s.seq = head.seq;
-      s.count = length;
+      s.count = b.plan_length;
       s.kind = static_cast<std::uint8_t>(coll_kind::all_reduce);
       s.type = static_cast<std::uint8_t>(head.spec.type);
       s.op = static_cast<std::uint8_t>(head.spec.params.op);
-      s.offered = static_cast<std::int32_t>(length);
+      s.offered = static_cast<std::int32_t>(b.plan_length);
       s.offered_most = s.offered;
       s.sorts = k_offer_bulk;
       std::copy(b.cuts.begin(), b.cuts.end(), exchange_->mine.cuts);
@@ -1257,6 +1268,33 @@ bool world_engine::start_bulk() {
   return true;
 }
 
+bool world_engine::take_run_cuts(coll_request& head) {
+  auto& b = *head.bulk;
+  const auto length = b.entries.size();
+  if (run_cuts_.left < length || run_cuts_.next_seq != head.seq) {
+    fail_world(came_between_run(head), &head);
+    return false;
+  }
+  b.cuts = {};
+  for (std::size_t i = 0; i < length; ++i) {
+    const std::size_t at = run_cuts_.at + i;
+    if ((run_cuts_.cuts[at / 8] >> (at % 8)) & 1U) b.set_cut(i);
+  }
+  b.set_cut(0);  // (every rank cuts there: a bulk call's batches are its own)
+  run_cuts_.next_seq += length;
+  run_cuts_.at += length;
+  run_cuts_.left -= length;
+  return true;
+}
+
+error world_engine::came_between_run(const coll_request& r) {
+  return error(errc::invalid_argument,
+               "request #" + std::to_string(r.seq) + " (" + r.describe() +
+                   ") came between the bulk calls of a submit_group call whose batches the ranks had agreed on, "
+                   "or where they expected another: submit to a world from one thread at a time, in the same order "
+                   "on every rank");
+}
+
 error world_engine::mixed_call(const coll_request& head) {
   return error(errc::invalid_argument, "ranks made different calls: this rank made " + head.describe() +
                                            (head.bulk ? " (with submit_group), which met requests made one by one"
@@ -1267,16 +1305,26 @@ error world_engine::mixed_call(const coll_request& head) {
 void world_engine::finish_bulk_exchange(exchange& ex) {
   auto& head = *queue_.front();
   auto& b = *head.bulk;
-  const auto length = static_cast<std::int32_t>(b.entries.size());
+  const auto length = static_cast<std::int32_t>(b.plan_length);
   if (ex.merged.head.offered != length || ex.merged.head.offered_most != length) {
-    return fail_world(
-        error(errc::invalid_argument,
-              "ranks made different calls: this rank made " + head.describe() + ", which met a call of " +
-                  std::to_string(ex.merged.head.offered) + " to " + std::to_string(ex.merged.head.offered_most) +
-                  " requests on another rank (every rank must make the same calls, in the same order)"),
-        &head);
+    const auto more = b.plan_length - b.entries.size();
+    return fail_world(error(errc::invalid_argument,
+                            "ranks made different calls: this rank made " + head.describe() +
+                                (more > 0 ? " and " + std::to_string(more) + " more after it" : std::string()) +
+                                ", which met a call of " + std::to_string(ex.merged.head.offered) + " to " +
+                                std::to_string(ex.merged.head.offered_most) +
+                                " requests on another rank (every rank must make the same calls, in the same order)"),
+                      &head);
   }
   std::copy(ex.merged.cuts, ex.merged.cuts + b.cuts.size(), b.cuts.begin());
+  // The rest of the run, for the bulk calls after this one (take_run_cuts).
+  run_cuts_ = {};
+  if (b.plan_length > b.entries.size()) {
+    run_cuts_.next_seq = head.seq + b.entries.size();
+    run_cuts_.at = b.entries.size();
+    run_cuts_.left = b.plan_length - b.entries.size();
+    std::copy(ex.merged.cuts, ex.merged.cuts + run_cuts_.cuts.size(), run_cuts_.cuts.begin());
+  }
   b.agreed = true;
   head.stamp(trace_stage::agreed);
   (void)start_bulk();
@@ -1825,6 +1873,7 @@ void world_engine::fail_world(error cause, const coll_request* culprit, bool tel
   window_end_ = 0;
   planned_.clear();
   planned_call_ = 0;
+  run_cuts_ = {};
   unsealed_.clear();  // (their writes are published below, with the failure)
   unsealed_writes_.clear();
   // What finished before the failure finished with success (the done mark says so already).

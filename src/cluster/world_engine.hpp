@@ -301,6 +301,10 @@ class world_engine {
   void seal();
   struct exchange;
   void finish_bulk_exchange(exchange& ex);  // (a bulk call's, see start_bulk)
+  // A later bulk call of a run at the head takes its agreed cuts from run_cuts_; false (the
+  // world failed, naming it) where it is not the one the run expects next.
+  bool take_run_cuts(detail::coll_request& head);
+  static error came_between_run(const detail::coll_request& r);
   // The error of a call that ranks made differently: a bulk call here, requests made one by one
   // there, or the other way round (see k_offer_bulk).
   static error mixed_call(const detail::coll_request& head);
@@ -485,6 +489,15 @@ class world_engine {
   // The submit_all call whose plan, offered whole (detail::call_plan), planned_ holds: its batches
   // wait for the caller's later parts. 0: planned_ covers queued requests only.
   std::uint64_t planned_call_ = 0;
+  // The agreed cuts of a run of bulk calls (detail::bulk_call::plan_length) for its bulk calls
+  // after the first: the sequence number the next one starts at, its first entry's bit in cuts,
+  // and the entries left.
+  struct run_cuts {
+    std::uint64_t next_seq = 0;
+    std::size_t at = 0;
+    std::size_t left = 0;
+    std::array<std::uint8_t, detail::call_plan::k_most / 8> cuts{};
+  } run_cuts_;
   int control_size_ = 1;
   int control_rank_ = 0;
   std::vector<int> world_ranks_;

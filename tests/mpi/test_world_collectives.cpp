@@ -636,8 +636,9 @@ TEST_F(Collectives, LongSubmitAllCallsArePlannedWholeAndHandedOverInParts) {
 TEST_F(Collectives, ASubmitGroupCallHasOneFutureThatEndsWithItsLastRequest) {
   // 1000 small all_reduces in one submit_group call, with one future, done once every request
   // is (the engine counts a request complete before the mark that ends the call's future). As
-  // bulk calls (the default): four of 256 at most, each agreed on and issued as one packed
-  // batch. Without them: planned and packed as submit_all's, in one agreement.
+  // bulk calls (the default): four of 256 at most, agreed on in one exchange (their run) and each
+  // issued as one packed batch; alone, a rank takes each bulk call's own cuts. Without them:
+  // planned and packed as submit_all's, in one agreement.
   for (const bool bulk : {true, false}) {
     SCOPED_TRACE(bulk ? "bulk calls" : "one request each");
     cluster::world_options o;
@@ -652,7 +653,7 @@ TEST_F(Collectives, ASubmitGroupCallHasOneFutureThatEndsWithItsLastRequest) {
     const auto s = w->stats();
     EXPECT_EQ(s.requests, static_cast<std::uint64_t>(k));
     EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
-    EXPECT_EQ(s.agreements, bulk ? 4u : 1u);
+    EXPECT_EQ(s.agreements, bulk && size_ == 1 ? 4u : 1u);
     EXPECT_EQ(s.issues, 4u);  // (batches of 256 either way)
     for (int i = 0; i < k; ++i) {
       ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, 1))) << "buffer " << i;
@@ -703,8 +704,29 @@ TEST_F(Collectives, ABulkCallThatTouchesABufferTwiceRunsInOrder) {
   const auto s = w->stats();
   EXPECT_EQ(s.requests, total);
   EXPECT_EQ(s.packed, total);
-  EXPECT_EQ(s.agreements, 2u);
-  EXPECT_GT(s.issues, 2u + k / 7);  // (a batch from each repeat)
+  EXPECT_EQ(s.agreements, size_ == 1 ? 2u : 1u);  // (one run of two bulk calls)
+  EXPECT_GT(s.issues, 2u + k / 7);                // (a batch from each repeat)
+}
+
+TEST_F(Collectives, ACallOfMoreThan1024BulkEntriesIsAgreedOnInRunsOf1024) {
+  // 1300 sums in one submit_group call: bulk calls of 256 (five) and 20, in runs of 1024 and 276
+  // where the world has other ranks, each run agreed on in one exchange; alone, a rank takes each
+  // bulk call's own cuts. Twice, the second call's sums waiting for the first's.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 1300;
+  const auto bufs = counting_buffers(k, 4);
+  for (int t = 1; t <= 2; ++t) {
+    ASSERT_TRUE(w->submit_group(sums_in_place(bufs)).get()) << "call " << t;
+    for (int i = 0; i < k; i += 11) {
+      ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(4, summed(i, t)))
+          << "call " << t << ", buffer " << i;
+    }
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed, 2u * k);
+  EXPECT_EQ(s.agreements, size_ == 1 ? 12u : 4u);
+  EXPECT_EQ(s.issues, 12u);  // (one batch per bulk call)
 }
 
 TEST_F(Collectives, BulkCallsOfRanksWithDifferentCallBatchesAgree) {
@@ -722,7 +744,7 @@ TEST_F(Collectives, BulkCallsOfRanksWithDifferentCallBatchesAgree) {
   }
   const auto s = w->stats();
   EXPECT_EQ(s.packed, static_cast<std::uint64_t>(k));
-  EXPECT_EQ(s.agreements, 3u);
+  EXPECT_EQ(s.agreements, size_ == 1 ? 3u : 1u);
   // Cuts at 0, 100, 200 | 256, 356, 456 | 512 with an odd rank (every 100 of each bulk call);
   // 0 | 256 | 512 alone.
   EXPECT_EQ(s.issues, size_ > 1 ? 7u : 3u);
@@ -731,7 +753,7 @@ TEST_F(Collectives, BulkCallsOfRanksWithDifferentCallBatchesAgree) {
 TEST_F(Collectives, APreparedCallIsSubmittedAgainAndAgain) {
   // 300 sums in place prepared once (bulk calls of 256 and 44) and submitted three times, each
   // waited for: every submission sums what the one before left, as three submit_group calls do,
-  // with one agreement per bulk call and submission.
+  // with one agreement per run and submission (per bulk call where the rank is alone).
   auto w = make_world();
   ASSERT_TRUE(w);
   constexpr int k = 300;
@@ -750,7 +772,7 @@ TEST_F(Collectives, APreparedCallIsSubmittedAgainAndAgain) {
   const auto s = w->stats();
   EXPECT_EQ(s.requests, 3u * k);
   EXPECT_EQ(s.packed, 3u * k);
-  EXPECT_EQ(s.agreements, 6u);
+  EXPECT_EQ(s.agreements, size_ == 1 ? 6u : 3u);
 }
 
 TEST_F(Collectives, APreparedCallSubmittedBackToBackSumsInOrder) {

@@ -345,9 +345,22 @@ class world {
   // futures in `out` as submit_call does.
   void submit_bulk(std::vector<coll_spec>&& specs, const std::vector<std::size_t>& counts, bool group,
                    std::vector<std::optional<future<void>>>& out) const;
-  // Fills `b` with specs[first, first + n) (moved): entries, cuts, buffer lists (bulk_call.cpp).
-  void fill_bulk(detail::bulk_call& b, std::vector<coll_spec>& specs, const std::vector<std::size_t>& counts,
-                 std::size_t first, std::size_t n, bool futures, pointer_set& touched, pointer_set& written) const;
+  // A bulk call of specs[first, first + n), before its entries are made: its cuts, its bytes and
+  // the buffers it writes and reads (bulk_call.cpp). Then fill_entries makes its entries (the
+  // specs moved; `futures`: one per entry, for submit_all).
+  void mark_bulk(detail::bulk_call& b, const std::vector<coll_spec>& specs, const std::vector<std::size_t>& counts,
+                 std::size_t first, std::size_t n, pointer_set& touched, pointer_set& written) const;
+  static void fill_entries(detail::bulk_call& b, std::vector<coll_spec>& specs, const std::vector<std::size_t>& counts,
+                           std::size_t first, std::size_t n, bool futures);
+  // The most entries of a run of bulk calls agreed on in one exchange (detail::bulk_call::
+  // plan_length): 1024 where the world has other ranks, one bulk call's otherwise. The same on
+  // every rank.
+  std::size_t bulk_run_most() const;
+  // Marks a run's bulk calls, run[j] covering specs[first + 256 j, ...) of the run's n: the
+  // first one holds the run's cuts and length.
+  void mark_run(std::span<const std::shared_ptr<detail::bulk_call>> run, const std::vector<coll_spec>& specs,
+                const std::vector<std::size_t>& counts, std::size_t first, std::size_t n, pointer_set& touched,
+                pointer_set& written) const;
   // The request that carries `b` once: one ticket per buffer (`with_future`: the call's future).
   static std::unique_ptr<detail::coll_request> carrier_of(std::shared_ptr<detail::bulk_call> b, bool with_future);
   // The checks submit_group makes, with its message: the counts of `specs`.

@@ -175,6 +175,11 @@ int main(int argc, char** argv) {
           "many_small_probe: %d x %zu B, %d rounds: median %.1f us, min %.1f us; submit_all returned after %.1f us "
           "(median); this rank's CPU time %.1f us a call (mean), wall %.1f us\n",
           count, bytes, rounds, times[times.size() / 2], times.front(), made[made.size() / 2], cpu, wall);
+      // What the engine did for them, per call: exchanges (agreements) and backend calls.
+      const auto s = (*w)->stats();
+      std::printf("many_small_probe: per call: %.2f agreements, %.2f issues, %.2f packed\n",
+                  static_cast<double>(s.agreements) / rounds, static_cast<double>(s.issues) / rounds,
+                  static_cast<double>(s.packed) / rounds);
     }
   }
   MPI_Finalize();

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "atomr/cluster/world.hpp"
+#include "atomr/local/devices.hpp"
 
 namespace {
 namespace al = atomr::local;
@@ -85,7 +86,11 @@ int main(int argc, char** argv) {
     int local = 0;
     MPI_Comm_rank(node, &local);
     MPI_Comm_free(&node);
-    auto dev = al::device::start(sys, gpu ? local : 0, gpu ? al::device_kind::cuda : al::device_kind::host);
+    // (Modulo the GPUs it sees: two ranks on one GPU under launch/own-nccl-host share it.)
+    const auto gpus = gpu ? al::probe_cuda_devices() : atomr::result<al::device_probe>(al::device_probe{});
+    const int visible = gpus ? static_cast<int>(gpus->devices.size()) : 0;
+    const int index = gpu && visible > 0 ? local % visible : 0;
+    auto dev = al::device::start(sys, index, gpu ? al::device_kind::cuda : al::device_kind::host);
     if (!dev) {
       std::fprintf(stderr, "device: %s\n", dev.error_value().describe().c_str());
       MPI_Abort(MPI_COMM_WORLD, 1);

@@ -84,6 +84,7 @@ void world::fill_entries(detail::bulk_call& b, std::vector<coll_spec>& specs, co
   for (std::size_t i = 0; i < n; ++i) {
     auto& e = b.entries.emplace_back(std::move(specs[first + i]));
     e.count = counts[first + i];
+    e.in_bulk = true;
     if (futures) e.done = promise<void>();
   }
   for (auto& e : b.entries) b.pointers.push_back(&e);

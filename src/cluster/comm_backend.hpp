@@ -71,6 +71,9 @@ struct coll_request {
   std::unique_ptr<call_plan> plan;
   // A call of small all_reduces carried as this one request (bulk_call); null otherwise.
   std::shared_ptr<bulk_call> bulk;
+  // An entry of a bulk call (bulk_call::entries): not tracked on its own, so a batch of them
+  // needs the state of its work on its first and last entry only (give_state).
+  bool in_bulk = false;
   // ready() found every write it depends on enqueued, with nothing to wait for: that cannot change
   // (later writes come after it), so issuing it needs no second look.
   mutable bool no_waits = false;
@@ -211,6 +214,23 @@ struct bulk_call {
     finished_batches = 0;
   }
 };
+
+// Gives a batch's requests the state of their work. A bulk call's entries only need it on the
+// batch's first (the backend tests it where it does not run its work in order) and last (the
+// call's state once all of it is issued): given to each, two atomic operations per entry (the
+// new state's count up, the last submission's down), 512 a batch of 256, were a tenth of a
+// prepared call's samples at one rank on the GPU machine (docs/benchmarks.md, thirty-fourth
+// session).
+template <typename State>
+void give_state(std::span<coll_request* const> batch, const std::shared_ptr<State>& state) {
+  if (batch.empty()) return;
+  if (batch.front()->in_bulk) {
+    batch.front()->state = state;
+    batch.back()->state = state;
+    return;
+  }
+  for (auto* r : batch) r->state = state;
+}
 
 // Per local member: events to wait on before the request's work.
 using member_waits = std::vector<std::vector<std::shared_ptr<void>>>;

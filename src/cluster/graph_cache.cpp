@@ -33,33 +33,41 @@ std::string describe_nodes(cudaGraph_t graph) {
 }
 }  // namespace
 
-graph_cache::key graph_cache::key_of(const coll_spec& spec, std::size_t count) {
-  key k;
-  k.v.push_back(static_cast<std::uint64_t>(spec.kind) | static_cast<std::uint64_t>(spec.type) << 8 |
-                static_cast<std::uint64_t>(spec.params.op) << 16 |
-                static_cast<std::uint64_t>(static_cast<std::uint32_t>(spec.params.root)) << 32);
-  k.v.push_back(count);
+namespace {
+// A request's words (see key_of), appended: a chain's or a packed batch's key holds hundreds.
+template <typename Words>
+void append_key(Words& v, const coll_spec& spec, std::size_t count) {
+  v.push_back(static_cast<std::uint64_t>(spec.kind) | static_cast<std::uint64_t>(spec.type) << 8 |
+              static_cast<std::uint64_t>(spec.params.op) << 16 |
+              static_cast<std::uint64_t>(static_cast<std::uint32_t>(spec.params.root)) << 32);
+  v.push_back(count);
   // (Send and recv lists are each empty or one block per member; the lengths keep "no send
   // buffer" apart from a block id.)
-  k.v.push_back(spec.send.size() << 32 | spec.recv.size());
-  for (const auto& b : spec.send) k.v.push_back(b->id);
-  for (const auto& b : spec.recv) k.v.push_back(b->id);
-  return k;
+  v.push_back(spec.send.size() << 32 | spec.recv.size());
+  for (const auto& b : spec.send) v.push_back(b->id);
+  for (const auto& b : spec.recv) v.push_back(b->id);
 }
 
-namespace {
 graph_cache::key key_of_list(std::uint64_t first, std::span<const coll_request* const> list) {
   graph_cache::key k;
-  k.v.reserve(2 + 5 * list.size());
+  std::size_t words = 2;
+  for (const auto* r : list) words += 3 + r->spec.send.size() + r->spec.recv.size();
+  k.v.reserve(words);
   k.v.push_back(first);
   k.v.push_back(list.size());
-  for (const auto* r : list) {
-    const auto one = graph_cache::key_of(r->spec, r->count);
-    k.v.insert(k.v.end(), one.v.begin(), one.v.end());
-  }
+  // (Each request's words straight into the list's: made as a key of its own per request and
+  // copied in, they were two thirds of the keying's samples in a profile of prepared calls at one
+  // rank, docs/benchmarks.md, thirty-fourth session.)
+  for (const auto* r : list) append_key(k.v, r->spec, r->count);
   return k;
 }
 }  // namespace
+
+graph_cache::key graph_cache::key_of(const coll_spec& spec, std::size_t count) {
+  key k;
+  append_key(k.v, spec, count);
+  return k;
+}
 
 graph_cache::key graph_cache::key_of_chain(std::span<const coll_request* const> chain) {
   return key_of_list(std::uint64_t{1} << 24, chain);
@@ -167,7 +175,7 @@ result<void> graph_cache::capture_and_launch(const key& k, std::uint64_t id, std
 result<void> graph_cache::launch(const key& k, std::uint64_t id, std::span<const cudaStream_t> streams) {
   std::lock_guard lock(mutex_);
   for (auto& e : entries_) {
-    if (e.k == k && e.capture == id) {
+    if (e.capture == id && e.k == k) {  // (the id first: a packed batch's key is hundreds of words)
       e.used = ++clock_;
       // (A graph launches on a stream of another device than the current one: no cudaSetDevice.)
       for (std::size_t i = 0; i < streams.size(); ++i)

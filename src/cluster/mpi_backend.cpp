@@ -294,7 +294,7 @@ class mpi_backend final : public comm_backend {
         };
       }
       ATOMR_ASSIGN_OR_RETURN(st->shm, start_shm(pieces, type, mop));
-      for (auto* r : batch) r->state = st;
+      give_state(batch, st);
       return ok();
     }
     std::shared_ptr<std::byte[]> pack = packs_->take(total * elem);
@@ -333,7 +333,7 @@ class mpi_backend final : public comm_backend {
       if (op == reduce_op::avg) divide_elements(type, sum.get(), total, size_);
       for (std::size_t i = 0; i < outs.size(); ++i) std::memcpy(outs[i].first, sum.get() + outs[i].second, sizes[i]);
     };
-    for (auto* r : batch) r->state = st;
+    give_state(batch, st);
     return ok();
   }
 

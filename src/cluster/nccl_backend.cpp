@@ -455,7 +455,7 @@ class nccl_backend final : public comm_backend {
       harvest_gpu_times();
     }
     ATOMR_TRY(ATOMR_CUDA_CHECK(cudaFreeAsync(pack, m.stream)));
-    for (auto* r : batch) r->state = st;
+    give_state(batch, st);
     lap(5);
     lap.done(batch.size());
     return ok();
@@ -513,7 +513,7 @@ class nccl_backend final : public comm_backend {
     }
     coll_request::stamp_all(batch, trace_stage::called);
     auto st = std::make_shared<nccl_state>();
-    for (auto* r : batch) r->state = st;
+    give_state(batch, st);
     return ok();
   }
 

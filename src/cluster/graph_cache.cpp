@@ -42,7 +42,7 @@ void append_key(Words& v, const coll_spec& spec, std::size_t count) {
               static_cast<std::uint64_t>(static_cast<std::uint32_t>(spec.params.root)) << 32);
   v.push_back(count);
   // (Send and recv lists are each empty or one block per member; the lengths keep "no send
-  // buffer" apart from a block id.)
+  // buffer" apart from a block.)
   v.push_back(spec.send.size() << 32 | spec.recv.size());
   // The blocks' addresses, not their ids: no read of each block (a packed batch's hundreds, whose
   // lines the callers' reference counts keep moving to their cores). No other block takes an

@@ -42,18 +42,10 @@ void append_key(Words& v, const coll_spec& spec, std::size_t count) {
               static_cast<std::uint64_t>(static_cast<std::uint32_t>(spec.params.root)) << 32);
   v.push_back(count);
   // (Send and recv lists are each empty or one block per member; the lengths keep "no send
-  // buffer" apart from a block.)
+  // buffer" apart from a block id.)
   v.push_back(spec.send.size() << 32 | spec.recv.size());
-  // The blocks' addresses, not their ids: no read of each block (a packed batch's hundreds, whose
-  // lines the callers' reference counts keep moving to their cores). No other block takes an
-  // address while a graph for it is kept: the graph holds its blocks (entry::blocks). A key only
-  // remembered as issued (seen_) may meet a new block at a freed one's address: that batch is
-  // then captured on its first sighting rather than its second.
-  const auto address = [](const auto& b) {
-    return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(b.get()));
-  };
-  for (const auto& b : spec.send) v.push_back(address(b));
-  for (const auto& b : spec.recv) v.push_back(address(b));
+  for (const auto& b : spec.send) v.push_back(b->id);
+  for (const auto& b : spec.recv) v.push_back(b->id);
 }
 
 graph_cache::key key_of_list(std::uint64_t first, std::span<const coll_request* const> list) {

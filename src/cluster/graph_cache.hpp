@@ -39,9 +39,8 @@ namespace atomr::cluster::detail {
 class graph_cache {
  public:
   // What makes two requests replay the same graphs: shape and every member's buffers (by block
-  // address: a graph holds its blocks, so none is reused while it is kept). Three words plus a
-  // send and a recv address per member: up to 2 members without a heap allocation (a key is made
-  // on every launch).
+  // id: unique per allocation in this process, never reused). Three words plus a send and a recv
+  // id per member: up to 2 members without a heap allocation (a key is made on every launch).
   struct key {
     boost::container::small_vector<std::uint64_t, 8> v;
     bool operator==(const key&) const = default;

@@ -218,9 +218,9 @@ struct bulk_call {
 // Gives a batch's requests the state of their work. A bulk call's entries only need it on the
 // batch's first (the backend tests it where it does not run its work in order) and last (the
 // call's state once all of it is issued): given to each, two atomic operations per entry (the
-// new state's count up, the last submission's down), 512 a batch of 256, were a tenth of a
-// prepared call's samples at one rank on the GPU machine (docs/benchmarks.md, thirty-fourth
-// session).
+// new state's count up, the last submission's down), 512 a batch of 256, were 5-7 % of each
+// thread's samples of prepared calls at one rank on the GPU machine (docs/benchmarks.md,
+// thirty-fourth session).
 template <typename State>
 void give_state(std::span<coll_request* const> batch, const std::shared_ptr<State>& state) {
   if (batch.empty()) return;

@@ -72,9 +72,11 @@ void world_engine::issue_bulk_batch(std::size_t n, std::optional<graph_decision>
   // The first batch waits for the call's inputs (start_issue found them ready); the later ones
   // run after it.
   auto& waits = scratch_waits_;
-  if (b.issued == 0) {
+  if (b.issued == 0 && !head.no_waits) {
     (void)ready(head, waits);  // (it was ready before the agreement or vote: that cannot change)
   } else {
+    // (Found ready with nothing to wait for before the agreement or vote, it stays so: a second
+    // look at a bulk call's hundreds of write marks was a pass over their lines for nothing.)
     waits.resize(members_.size());
     for (auto& w : waits) w.clear();
   }

@@ -1210,27 +1210,11 @@ bool world_engine::start_bulk() {
       if (!take_run_cuts(head)) return true;
       b.agreed = true;
       head.stamp(trace_stage::agreed);
-    } else if (control_size_ == 1) {
-      stats_.agreements.fetch_add(1, std::memory_order_release);
-      b.agreed = true;  // nobody to agree with: its own cuts
     } else {
+      // One agreement per run (where the rank is alone, each bulk call agrees with itself).
       stats_.agreements.fetch_add(1, std::memory_order_release);
-      // One exchange for the run the bulk call begins: each rank's cuts (its own repeats
-      // differ), merged.
-      exchange_ = std::make_unique<exchange>();
-      auto& s = exchange_->mine.head;
-      s.seq = head.seq;
-      s.count = b.plan_length;
-      s.kind = static_cast<std::uint8_t>(coll_kind::all_reduce);
-      s.type = static_cast<std::uint8_t>(head.spec.type);
-      s.op = static_cast<std::uint8_t>(head.spec.params.op);
-      s.offered = static_cast<std::int32_t>(b.plan_length);
-      s.offered_most = s.offered;
-      s.sorts = k_offer_bulk;
-      std::copy(b.cuts.begin(), b.cuts.end(), exchange_->mine.cuts);
-      exchange_->call = head.together;
-      if (!post_exchange(*exchange_, &head)) exchange_.reset();
-      return true;
+      if (control_size_ > 1) return post_bulk_offer(head);
+      b.agreed = true;  // nobody to agree with: its own cuts
     }
   }
   const auto n = bulk_batch_length();
@@ -1268,6 +1252,26 @@ bool world_engine::start_bulk() {
   return true;
 }
 
+bool world_engine::post_bulk_offer(const coll_request& head) {
+  const auto& b = *head.bulk;
+  // One exchange for the run the bulk call begins: each rank's cuts (its own repeats differ),
+  // merged.
+  exchange_ = std::make_unique<exchange>();
+  auto& s = exchange_->mine.head;
+  s.seq = head.seq;
+  s.count = b.plan_length;
+  s.kind = static_cast<std::uint8_t>(coll_kind::all_reduce);
+  s.type = static_cast<std::uint8_t>(head.spec.type);
+  s.op = static_cast<std::uint8_t>(head.spec.params.op);
+  s.offered = static_cast<std::int32_t>(b.plan_length);
+  s.offered_most = s.offered;
+  s.sorts = k_offer_bulk;
+  std::copy(b.cuts.begin(), b.cuts.end(), exchange_->mine.cuts);
+  exchange_->call = head.together;
+  if (!post_exchange(*exchange_, &head)) exchange_.reset();
+  return true;
+}
+
 bool world_engine::take_run_cuts(coll_request& head) {
   auto& b = *head.bulk;
   const auto length = b.entries.size();
@@ -1277,8 +1281,7 @@ bool world_engine::take_run_cuts(coll_request& head) {
   }
   b.cuts = {};
   for (std::size_t i = 0; i < length; ++i) {
-    const std::size_t at = run_cuts_.at + i;
-    if ((run_cuts_.cuts[at / 8] >> (at % 8)) & 1U) b.set_cut(i);
+    if (bit(run_cuts_.cuts.data(), run_cuts_.at + i)) b.set_cut(i);
   }
   b.set_cut(0);  // (every rank cuts there: a bulk call's batches are its own)
   run_cuts_.next_seq += length;

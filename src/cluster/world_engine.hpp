@@ -304,6 +304,8 @@ class world_engine {
   // A later bulk call of a run at the head takes its agreed cuts from run_cuts_; false (the
   // world failed, naming it) where it is not the one the run expects next.
   bool take_run_cuts(detail::coll_request& head);
+  // Posts the offer of the run the head bulk call begins (its cuts, plan_length of them); true.
+  bool post_bulk_offer(const detail::coll_request& head);
   static error came_between_run(const detail::coll_request& r);
   // The error of a call that ranks made differently: a bulk call here, requests made one by one
   // there, or the other way round (see k_offer_bulk).

@@ -4,13 +4,14 @@
 // and it is sealed, completed, settled and freed once.
 #include <algorithm>
 
-#include "world_engine.hpp"
+#include "world_engine_impl.hpp"
 
 namespace atomr::cluster {
 
 using detail::bulk_call;
 using detail::coll_request;
 using graph_step = detail::comm_backend::graph_step;
+using namespace engine_detail;
 
 std::shared_ptr<bulk_call> world_engine::take_bulk() {
   std::shared_ptr<bulk_call> b;
@@ -161,6 +162,138 @@ void world_engine::free_front(std::size_t budget) {
     }
     retired_.pop_front();
   }
+}
+
+bool world_engine::start_bulk() {
+  auto& head = *queue_.front();
+  auto& b = *head.bulk;
+  if (!b.agreed) {
+    if (b.plan_length == 0 && control_size_ > 1) {
+      // A later bulk call of its run: its cuts were agreed on with the run's first.
+      if (!take_run_cuts(head)) return true;
+      b.agreed = true;
+      head.stamp(trace_stage::agreed);
+    } else {
+      // One agreement per run (where the rank is alone, each bulk call agrees with itself).
+      stats_.agreements.fetch_add(1, std::memory_order_release);
+      if (control_size_ > 1) return post_bulk_offer(head);
+      b.agreed = true;  // nobody to agree with: its own cuts
+    }
+  }
+  const auto n = bulk_batch_length();
+  // Where the backend does not run its work in order (the host backend), a batch after one that
+  // touches the same buffer waits for the batches before it to finish.
+  if (b.repeats && !backend_->stream_ordered()) {
+    while (b.finished_batches < b.batch_heads.size()) {
+      auto done = backend_->test(*b.batch_heads[b.finished_batches]);
+      if (!done) {
+        fail_world(done.error_value().with_context("waiting for " + head.describe()), &head);
+        return true;
+      }
+      if (!*done) return false;
+      ++b.finished_batches;
+    }
+  }
+  // Its graph: voted on as a planned call's packed batch is (the same shapes on every rank).
+  if (n > 1 && options_.pack_graphs && backend_->graph_packs()) {
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n; ++i) total += (b.entries[b.issued + i].bytes() + 15) / 16 * 16;
+    if (total <= backend_->graph_limit()) {
+      auto& pace = pace_of_pack(b.entries[b.issued], n);
+      if (pace.skip > 0) {
+        --pace.skip;
+      } else {
+        auto& batch = scratch_const_;
+        batch.assign(b.pointers.begin() + static_cast<std::ptrdiff_t>(b.issued),
+                     b.pointers.begin() + static_cast<std::ptrdiff_t>(b.issued + n));
+        start_pack_vote(batch);
+        return true;
+      }
+    }
+  }
+  issue_bulk_batch(n, std::nullopt);
+  return true;
+}
+
+bool world_engine::post_bulk_offer(const coll_request& head) {
+  const auto& b = *head.bulk;
+  // One exchange for the run the bulk call begins: each rank's cuts (its own repeats differ),
+  // merged.
+  exchange_ = std::make_unique<exchange>();
+  auto& s = exchange_->mine.head;
+  s.seq = head.seq;
+  s.count = b.plan_length;
+  s.kind = static_cast<std::uint8_t>(coll_kind::all_reduce);
+  s.type = static_cast<std::uint8_t>(head.spec.type);
+  s.op = static_cast<std::uint8_t>(head.spec.params.op);
+  s.offered = static_cast<std::int32_t>(b.plan_length);
+  s.offered_most = s.offered;
+  s.sorts = k_offer_bulk;
+  std::copy(b.cuts.begin(), b.cuts.end(), exchange_->mine.cuts);
+  exchange_->call = head.together;
+  if (!post_exchange(*exchange_, &head)) exchange_.reset();
+  return true;
+}
+
+bool world_engine::take_run_cuts(coll_request& head) {
+  auto& b = *head.bulk;
+  const auto length = b.entries.size();
+  if (run_cuts_.left < length || run_cuts_.next_seq != head.seq) {
+    fail_world(came_between_run(head), &head);
+    return false;
+  }
+  b.cuts = {};
+  for (std::size_t i = 0; i < length; ++i) {
+    if (bit(run_cuts_.cuts.data(), run_cuts_.at + i)) b.set_cut(i);
+  }
+  b.set_cut(0);  // (every rank cuts there: a bulk call's batches are its own)
+  run_cuts_.next_seq += length;
+  run_cuts_.at += length;
+  run_cuts_.left -= length;
+  return true;
+}
+
+error world_engine::came_between_run(const coll_request& r) {
+  return error(errc::invalid_argument,
+               "request #" + std::to_string(r.seq) + " (" + r.describe() +
+                   ") came between the bulk calls of a submit_group call whose batches the ranks had agreed on, "
+                   "or where they expected another: submit to a world from one thread at a time, in the same order "
+                   "on every rank");
+}
+
+error world_engine::mixed_call(const coll_request& head) {
+  return error(errc::invalid_argument, "ranks made different calls: this rank made " + head.describe() +
+                                           (head.bulk ? " (with submit_group), which met requests made one by one"
+                                                      : ", which met a submit_group call of many small all_reduces") +
+                                           " on another rank" + k_mixed_rule);
+}
+
+void world_engine::finish_bulk_exchange(exchange& ex) {
+  auto& head = *queue_.front();
+  auto& b = *head.bulk;
+  const auto length = static_cast<std::int32_t>(b.plan_length);
+  if (ex.merged.head.offered != length || ex.merged.head.offered_most != length) {
+    const auto more = b.plan_length - b.entries.size();
+    return fail_world(error(errc::invalid_argument,
+                            "ranks made different calls: this rank made " + head.describe() +
+                                (more > 0 ? " and " + std::to_string(more) + " more after it" : std::string()) +
+                                ", which met a call of " + std::to_string(ex.merged.head.offered) + " to " +
+                                std::to_string(ex.merged.head.offered_most) +
+                                " requests on another rank (every rank must make the same calls, in the same order)"),
+                      &head);
+  }
+  std::copy(ex.merged.cuts, ex.merged.cuts + b.cuts.size(), b.cuts.begin());
+  // The rest of the run, for the bulk calls after this one (take_run_cuts).
+  run_cuts_ = {};
+  if (b.plan_length > b.entries.size()) {
+    run_cuts_.next_seq = head.seq + b.entries.size();
+    run_cuts_.at = b.entries.size();
+    run_cuts_.left = b.plan_length - b.entries.size();
+    std::copy(ex.merged.cuts, ex.merged.cuts + run_cuts_.cuts.size(), run_cuts_.cuts.begin());
+  }
+  b.agreed = true;
+  head.stamp(trace_stage::agreed);
+  (void)start_bulk();
 }
 
 }  // namespace atomr::cluster

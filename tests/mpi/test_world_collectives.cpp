@@ -1233,7 +1233,7 @@ TEST_F(Collectives, RequestsSubmittedTogetherPackInsideTheLatencyWindow) {
   EXPECT_EQ(read(one), std::vector<float>(4, std::pow(static_cast<float>(size_), 5.0F)));
 }
 
-// The window opens after three lone exchanges on consecutive requests (world_engine.cpp,
+// The window opens after three lone exchanges on consecutive requests (world_engine_impl.hpp,
 // k_lone_run): a caller that waits for each request pays exchanges for its first four (the
 // fourth was decided before the third's exchange was in), then none while the window stays open;
 // a burst that begins at an idle engine, with only its first one or two requests alone, opens

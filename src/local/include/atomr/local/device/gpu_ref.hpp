@@ -18,6 +18,7 @@
 #include <string>
 
 #include "atomr/common/result.hpp"
+#include "atomr/common/spin_mutex.hpp"
 #include "atomr/local/device/device_state.hpp"
 #include "atomr/local/device/dtype.hpp"
 
@@ -106,7 +107,8 @@ struct buffer_block {
   // (Set, under the lock and before the count's release, once a write left an event: a reader
   // that sees the count sees this.)
   std::atomic<bool> had_event_{false};
-  mutable std::mutex write_mutex_;
+  // (A spin lock: the world's seal takes it once per buffer it publishes, see spin_mutex.hpp.)
+  mutable spin_mutex write_mutex_;
   std::shared_ptr<void> last_write_;
 };
 

@@ -181,6 +181,12 @@ bool world_engine::start_bulk() {
     }
   }
   const auto n = bulk_batch_length();
+  // The batch's first entry stands for it (the backends read its number and deadline, a graph
+  // decision its number): numbered here rather than each entry at acceptance (see accept).
+  auto& first = b.entries[b.issued];
+  first.seq = head.seq + b.issued;
+  first.deadline = head.deadline;
+  first.together = head.together;
   // Where the backend does not run its work in order (the host backend), a batch after one that
   // touches the same buffer waits for the batches before it to finish.
   if (b.repeats && !backend_->stream_ordered()) {

@@ -174,6 +174,22 @@ struct bulk_call {
   bool persistent = false;
   std::atomic<bool> busy{false};
   std::array<std::uint8_t, call_plan::k_most / 8> own_cuts{};
+  // A persistent call's packed batches' graph keys, each made once (its entries never change; the
+  // keying read every entry's spec and buffer, a tenth of a prepared call's samples at one rank on
+  // the GPU machine: docs/benchmarks.md, thirty-fifth session). By first entry and length: a
+  // submission whose agreed cuts differ makes keys of its own.
+  struct batch_key {
+    std::size_t at = 0;
+    std::size_t n = 0;
+    std::vector<std::uint64_t> words;
+  };
+  std::vector<batch_key> batch_keys;
+  std::vector<std::uint64_t>& key_of_batch(std::size_t at, std::size_t n) {
+    for (auto& k : batch_keys) {
+      if (k.at == at && k.n == n) return k.words;
+    }
+    return batch_keys.emplace_back(batch_key{at, n, {}}).words;
+  }
   // The engine is done with this submission (complete or failed): a prepared call's bulk call
   // may be submitted again from here on, before its future hears.
   void release() {
@@ -327,8 +343,12 @@ class comm_backend {
   // and buffers; batches of up to graph_limit() bytes packed; the steps as for one request
   // (eager goes as issue_packed and is remembered).
   virtual bool graph_packs() const { return false; }
-  virtual graph_holding graph_lookup_packed(std::span<const coll_request* const> batch) {
+  // `kept`, where not null, is the batch's key as this backend made it before (a prepared call's
+  // batch, whose entries never change), used as it is; or, empty, where to keep the one made now.
+  virtual graph_holding graph_lookup_packed(std::span<const coll_request* const> batch,
+                                            std::vector<std::uint64_t>* kept) {
     (void)batch;
+    (void)kept;
     return {};
   }
   virtual result<void> issue_packed_graph(std::span<coll_request* const> batch, const member_waits& waits,

@@ -465,8 +465,14 @@ class nccl_backend final : public comm_backend {
   // are on; the engine keeps their pack within graph_limit().
   bool graph_packs() const override { return graph_limit() > 0 && members_.size() == 1; }
 
-  graph_holding graph_lookup_packed(std::span<const coll_request* const> batch) override {
-    pack_key_ = graph_cache::key_of_packed(batch);
+  graph_holding graph_lookup_packed(std::span<const coll_request* const> batch,
+                                    std::vector<std::uint64_t>* kept) override {
+    if (kept != nullptr && !kept->empty()) {
+      pack_key_.v.assign(kept->begin(), kept->end());
+    } else {
+      pack_key_ = graph_cache::key_of_packed(batch);
+      if (kept != nullptr) kept->assign(pack_key_.v.begin(), pack_key_.v.end());
+    }
     pack_key_seq_ = batch.front()->seq;
     const auto h = graphs_.lookup(pack_key_);
     return {h.capture, h.seen};

@@ -212,7 +212,7 @@ bool world_engine::start_bulk() {
         auto& batch = scratch_const_;
         batch.assign(b.pointers.begin() + static_cast<std::ptrdiff_t>(b.issued),
                      b.pointers.begin() + static_cast<std::ptrdiff_t>(b.issued + n));
-        start_pack_vote(batch);
+        start_pack_vote(batch, b.persistent ? &b.key_of_batch(b.issued, n) : nullptr);
         return true;
       }
     }

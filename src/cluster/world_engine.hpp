@@ -397,7 +397,9 @@ class world_engine {
   // A packed batch of `n` from the head (agreed on by every rank) that may replay as one graph:
   // backend graph_packs(), its pack within graph_limit(), and its shape's pace not skipping.
   bool pack_graph_shape(std::size_t n) const;
-  void start_pack_vote(std::span<const detail::coll_request* const> batch);
+  // (kept_key: the batch's key kept by a prepared call, see bulk_call::batch_keys; or null.)
+  void start_pack_vote(std::span<const detail::coll_request* const> batch,
+                       std::vector<std::uint64_t>* kept_key = nullptr);
   // Starts `vote` (its values filled) on the vote channel, by MPI, or, alone, finishes it.
   void send_graph_vote(std::unique_ptr<graph_vote> vote);
   void finish_pack_vote(const graph_vote& vote);

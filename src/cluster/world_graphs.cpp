@@ -74,10 +74,10 @@ bool world_engine::pack_graph_shape(std::size_t n) const {
   return total <= backend_->graph_limit();
 }
 
-void world_engine::start_pack_vote(std::span<const coll_request* const> batch) {
+void world_engine::start_pack_vote(std::span<const coll_request* const> batch, std::vector<std::uint64_t>* kept_key) {
   auto vote = std::make_unique<graph_vote>();
   vote->packed = batch.size();
-  const auto held = backend_->graph_lookup_packed(batch);
+  const auto held = backend_->graph_lookup_packed(batch, kept_key);
   const auto capture = static_cast<std::int64_t>(held.capture);
   vote->value[0] = capture;
   vote->value[1] = -capture;

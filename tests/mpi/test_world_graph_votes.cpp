@@ -41,6 +41,10 @@ void note(std::uint64_t seq, std::uint64_t step, std::uint64_t id) {
 std::atomic<bool> hold_first{false};
 // Packed batches this process issued through issue_packed_graph, by step (eager, capture, launch).
 std::atomic<int> packed_graph_steps[3] = {};
+// Packed batches this process looked up for a vote, and how many of them with a key the engine
+// kept for the batch (a prepared call's, see bulk_call::batch_keys).
+std::atomic<int> packed_lookups{0};
+std::atomic<int> packed_lookups_kept{0};
 std::atomic<bool> released{true};
 
 class graph_emulation final : public comm_backend {
@@ -144,8 +148,19 @@ class graph_emulation final : public comm_backend {
 
   // Packed batches: kept and checked as chains are; they run packed on the host backend.
   bool graph_packs() const override { return true; }
-  graph_holding graph_lookup_packed(std::span<const coll_request* const> batch) override {
-    const auto k = packed_key_of(batch);
+  graph_holding graph_lookup_packed(std::span<const coll_request* const> batch,
+                                    std::vector<std::uint64_t>* kept) override {
+    ++packed_lookups;
+    // A kept key is used as it is, as the NCCL backend uses it: one that named other buffers
+    // would find another capture, or none, and the launch's own check below would fail.
+    request_key k;
+    if (kept != nullptr && !kept->empty()) {
+      ++packed_lookups_kept;
+      k = *kept;
+    } else {
+      k = packed_key_of(batch);
+      if (kept != nullptr) *kept = k;
+    }
     const auto it = captures_.find(k);
     const std::uint64_t capture = it == captures_.end() ? 0 : it->second;
     return {capture, capture != 0 || seen_.contains(k)};
@@ -217,6 +232,8 @@ class GraphVotes : public testing::world_fixture {
     world_fixture::SetUp();
     cluster::detail::set_backend_wrapper(&emulate_graphs);
     for (auto& n : packed_graph_steps) n = 0;
+    packed_lookups = 0;
+    packed_lookups_kept = 0;
     std::lock_guard lock(log_mutex);
     decisions.clear();
   }
@@ -429,6 +446,7 @@ TEST_F(GraphVotes, ARepeatedBulkCallGoesAsUsualThenIsCapturedThenLaunched) {
   EXPECT_EQ(s.packed, rounds * k);
   EXPECT_EQ(s.agreements, (size_ == 1 ? 2u : 1u) * rounds);  // (a run of two bulk calls)
   expect_two_batches_graphed(s, rounds, k);
+  EXPECT_EQ(packed_lookups_kept.load(), 0);  // (fresh entries every call: keys made each time)
 }
 
 TEST_F(GraphVotes, ARepeatedPreparedCallIsCapturedThenLaunched) {
@@ -447,6 +465,9 @@ TEST_F(GraphVotes, ARepeatedPreparedCallIsCapturedThenLaunched) {
   const auto s = w->stats();
   EXPECT_EQ(s.packed, rounds * k);
   expect_two_batches_graphed(s, rounds, k);
+  // Each batch's key made at its first vote and kept: every later vote looks it up as kept.
+  EXPECT_EQ(packed_lookups.load(), 2 * rounds);
+  EXPECT_EQ(packed_lookups_kept.load(), 2 * (rounds - 1));
 }
 
 TEST_F(GraphVotes, PackedBatchesLargerThanTheGraphLimitAreNotVotedOn) {

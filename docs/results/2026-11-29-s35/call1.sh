@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 35, call 1 (nvidia-h200-x2: two H200s), build b8d9630 (the thirty-fourth session's last
-# code, 5dfecce): the issue's row, 1000 x 2 KiB at two ranks. bench coll --many 1000 with bulk
+# Session 35, call 1 (nvidia-h200-x2: two H200s), build c36d011 (this session's last code): the
+# issue's row, 1000 x 2 KiB at two ranks. bench coll --many 1000 with bulk
 # calls on and off (ATOMR_COLL_BULK=1/0) taking turns; many_small_probe --group and --prepared at
 # 2 ranks (agreements per call); nccl-tests' one NCCL group of 1000 beside them; then the GPU tests.
 CALL=c1 CALL_BUDGET_S=260

@@ -117,16 +117,7 @@ std::unique_ptr<detail::coll_request> world::carrier_of(std::shared_ptr<detail::
   auto carrier =
       std::make_unique<detail::coll_request>(coll_spec{coll_kind::all_reduce, head.type, head.params, {}, {}});
   carrier->writes.reserve(b->write_blocks.size());  // (grown one by one, it was copied eight times)
-  // Each ticket is a locked add on a line of its own per buffer, which waits for that line: a
-  // thousand lines no longer in this core's caches (a call's buffers, entries and specs outgrow
-  // them) were waited for one after the other, 27 ns each on the GPU machine (thirty-fifth
-  // session). Asked for some buffers ahead, with intent to write, they arrive together.
-  const auto& writes = b->write_blocks;
-  for (std::size_t i = 0; i < writes.size(); ++i) {
-    if (i + world_engine::k_lines_ahead < writes.size())
-      __builtin_prefetch(writes[i + world_engine::k_lines_ahead]->write_requests(), 1);
-    carrier->writes.push_back({writes[i], writes[i]->request_write()});
-  }
+  for (auto* blk : b->write_blocks) carrier->writes.push_back({blk, blk->request_write()});
   for (auto* blk : b->read_blocks) carrier->reads.push_back({blk, blk->writes_requested()});
   carrier->count = std::max<std::size_t>(1, b->bytes / local::size_of(head.type));
   if (with_future) carrier->done = promise<void>();

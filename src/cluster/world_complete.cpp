@@ -61,11 +61,7 @@ void world_engine::seal() {
   // (The member's stream asked once per run of buffers on it, not once per buffer: a virtual call.)
   std::size_t last_m = members_.size();
   const void* origin = nullptr;
-  // (Each mark takes its buffer's lock, a locked exchange that waits for the line: the lines of
-  // some buffers ahead are asked for with intent to write, as carrier_of does for the tickets.)
-  for (std::size_t i = 0; i < latest.size(); ++i) {
-    if (i + k_lines_ahead < latest.size()) __builtin_prefetch(latest[i + k_lines_ahead].first->write_marks(), 1);
-    const auto& [block, seq] = latest[i];
+  for (const auto& [block, seq] : latest) {
     const auto m = member_of(*block);
     if (m != last_m) origin = backend_->origin(last_m = m);
     block->write_enqueued(seq, event_of(events, m), origin);

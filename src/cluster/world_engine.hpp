@@ -71,9 +71,6 @@ class world_engine {
   // first, 1000 x 2 KiB ran 30-40 % slower at one rank on the 2-core machine). The same on every
   // rank (ranks may set call_batch unalike: their cuts are merged).
   static constexpr std::size_t k_bulk_most = 256;
-  // How many buffers ahead the loops of a locked operation per buffer (the write tickets of
-  // world::carrier_of, the seal's write marks) ask for the line they lock, with intent to write.
-  static constexpr std::size_t k_lines_ahead = 8;
   // Whether `r` is a small all_reduce this world packs with others.
   bool packs(const detail::coll_request& r) const { return packable(r); }
   // Whether an all_reduce of `bytes` would pack (a call's plan is made before its requests).

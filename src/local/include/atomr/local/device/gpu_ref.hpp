@@ -93,8 +93,6 @@ struct buffer_block {
   // The line of the write marks a reader looks at (to ask for it ahead: see
   // cluster::detail::coll_request::prefetch_buffers).
   const void* write_marks() const noexcept { return &writes_enqueued_; }
-  // The line of the write requests (request_write), to ask for it ahead with intent to write.
-  const void* write_requests() const noexcept { return &writes_requested_; }
 
  private:
   // The two sides on lines of their own. Writes are requested by the program's threads (the

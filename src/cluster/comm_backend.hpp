@@ -184,10 +184,14 @@ struct bulk_call {
     std::vector<std::uint64_t> words;
   };
   std::vector<batch_key> batch_keys;
+  // (At most this many: cuts that changed from submission to submission start the list again.)
+  static constexpr std::size_t k_batch_keys_most = 64;
+  // The batch's kept key, empty until it is made; valid until the next call.
   std::vector<std::uint64_t>& key_of_batch(std::size_t at, std::size_t n) {
     for (auto& k : batch_keys) {
       if (k.at == at && k.n == n) return k.words;
     }
+    if (batch_keys.size() >= k_batch_keys_most) batch_keys.clear();
     return batch_keys.emplace_back(batch_key{at, n, {}}).words;
   }
   // The engine is done with this submission (complete or failed): a prepared call's bulk call

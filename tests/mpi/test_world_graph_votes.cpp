@@ -470,6 +470,26 @@ TEST_F(GraphVotes, ARepeatedPreparedCallIsCapturedThenLaunched) {
   EXPECT_EQ(packed_lookups_kept.load(), 2 * (rounds - 1));
 }
 
+TEST(BulkCallKeys, AKeptKeyIsFoundByFirstEntryAndLengthAndTheListIsBounded) {
+  cluster::detail::bulk_call b;
+  auto& first = b.key_of_batch(0, 256);
+  EXPECT_TRUE(first.empty());  // (made by the backend at the batch's first vote)
+  first = {1, 2, 3};
+  EXPECT_EQ(b.key_of_batch(0, 256), (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_TRUE(b.key_of_batch(0, 200).empty());  // another length: another batch
+  b.key_of_batch(0, 200) = {4};
+  EXPECT_EQ(b.key_of_batch(0, 256), (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_EQ(b.batch_keys.size(), 2u);
+  // Cuts that change every submission: the list starts again rather than growing.
+  for (std::size_t at = 1; b.batch_keys.size() < cluster::detail::bulk_call::k_batch_keys_most; ++at) {
+    b.key_of_batch(at, 1) = {at};
+  }
+  EXPECT_EQ(b.key_of_batch(0, 256), (std::vector<std::uint64_t>{1, 2, 3}));  // (still listed)
+  EXPECT_TRUE(b.key_of_batch(1000, 1).empty());
+  EXPECT_EQ(b.batch_keys.size(), 1u);
+  EXPECT_TRUE(b.key_of_batch(0, 256).empty());
+}
+
 TEST_F(GraphVotes, PackedBatchesLargerThanTheGraphLimitAreNotVotedOn) {
   // 100 x 16 KiB packs into 1.6 MiB, over the emulated graph limit (1 MiB): no vote, no graph.
   auto w = make_world();

@@ -80,6 +80,11 @@ result<world_options> world_options::from_environment() {
   ATOMR_ASSIGN_OR_RETURN(const auto bulk, tunable_int(tunables::coll_bulk));
   if (bulk != 0 && bulk != 1) return error(errc::invalid_argument, "ATOMR_COLL_BULK must be 0 or 1");
   o.bulk = bulk == 1;
+  ATOMR_ASSIGN_OR_RETURN(const auto group_cache, tunable_int(tunables::coll_group_cache));
+  if (group_cache != 0 && group_cache != 1) {
+    return error(errc::invalid_argument, "ATOMR_COLL_GROUP_CACHE must be 0 or 1");
+  }
+  o.group_cache = group_cache == 1;
   return o;
 }
 
@@ -247,11 +252,53 @@ std::vector<future<void>> world::submit_all(std::vector<coll_spec> specs) const 
 
 future<void> world::submit_group(std::vector<coll_spec> specs) const {
   if (specs.empty()) return finished({});
+  // (A call that repeats a kept one is only compared here, then dropped on this thread.)
+  if (auto f = submit_kept(specs)) return std::move(*f);
   auto counts = checked_group(specs);
   if (!counts) return finished(counts.error_value());
+  if (auto f = keep_repeated(specs, *counts)) return std::move(*f);
   std::vector<std::optional<future<void>>> out(1);
   submit_call(std::move(specs), std::move(counts).value(), out);
   return std::move(*out.front());
+}
+
+std::optional<future<void>> world::submit_kept(const std::vector<coll_spec>& specs) const {
+  auto* cache = engine_->group_cache();
+  if (cache == nullptr || specs.size() <= world_engine::k_submit_part) return std::nullopt;
+  const auto now = clock::now();
+  cache->expire(now);
+  auto call = cache->find(specs, now);
+  if (!call) return std::nullopt;
+  auto submitted = hand_over_prepared(*call);
+  if (!submitted) {
+    // (A buffer's device was rebuilt, say: the usual path's checks say so, naming the request.)
+    cache->forget(call.get());
+    return std::nullopt;
+  }
+  if (!*submitted) return std::nullopt;  // its last submission is under way: a call of its own
+  cache->count_repeat();
+  return std::move(**submitted);
+}
+
+std::optional<future<void>> world::keep_repeated(std::vector<coll_spec>& specs,
+                                                 std::vector<std::size_t>& counts) const {
+  auto* cache = engine_->group_cache();
+  if (cache == nullptr || specs.size() <= world_engine::k_submit_part || !bulk_shape(specs, counts)) {
+    return std::nullopt;
+  }
+  auto key = cache->repeated(specs);
+  if (!key) return std::nullopt;
+  auto call = std::make_shared<group_call>();
+  call->engine_ = engine_;
+  call->size_ = specs.size();
+  make_bulks(*call, specs, counts);
+  auto submitted = hand_over_prepared(*call);
+  if (!submitted) return finished(submitted.error_value());
+  if (!*submitted) {  // (never: nobody else has seen this call)
+    return finished(error(errc::internal, "a submit_group call prepared a moment ago was busy"));
+  }
+  cache->keep(std::move(*key), std::move(call), clock::now());
+  return std::move(**submitted);
 }
 
 result<group_call> world::prepare_group(std::vector<coll_spec> specs) const {
@@ -264,6 +311,11 @@ result<group_call> world::prepare_group(std::vector<coll_spec> specs) const {
     call.specs_ = std::move(specs);
     return call;
   }
+  make_bulks(call, specs, counts);
+  return call;
+}
+
+void world::make_bulks(group_call& call, std::vector<coll_spec>& specs, const std::vector<std::size_t>& counts) const {
   // (The same bulk calls, in the same runs, as submit_group would make of these specs.)
   pointer_set touched, written;
   const std::size_t run_most = bulk_run_most();
@@ -282,7 +334,6 @@ result<group_call> world::prepare_group(std::vector<coll_spec> specs) const {
       call.bulks_.push_back(std::move(run[j]));
     }
   }
-  return call;
 }
 
 future<void> world::submit_prepared(const group_call& call) const {

@@ -260,6 +260,7 @@ world::stats_snapshot world_engine::stats() const {
   s.shared_memory = backend_->shared_memory_reductions();
   s.shared_memory_direct = backend_->shared_memory_direct();
   s.most_unfreed = stats_.most_unfreed.load(std::memory_order_acquire);
+  s.group_repeats = group_cache_.repeats();
   return s;
 }
 
@@ -286,8 +287,9 @@ void world_engine::run() {
   constexpr auto k_idle_spin = std::chrono::microseconds(500);
   auto last_change = clock::now();
   const spin_relax relax;
-  bool busy = false;       // as the last turn left it
-  bool stop_seen = false;  // stopping_ was seen before the last turn began
+  bool busy = false;               // as the last turn left it
+  bool stop_seen = false;          // stopping_ was seen before the last turn began
+  auto last_expiry = last_change;  // when the kept submit_group calls were last looked at
   auto flagged = [&] {
     return inbox_flag_.load(std::memory_order_acquire) || outside_flag_.load(std::memory_order_acquire) ||
            kick_.load(std::memory_order_acquire);
@@ -335,6 +337,12 @@ void world_engine::run() {
       }
       span(slow_phase::keep_off);
       continue;
+    }
+    // Kept submit_group calls unsubmitted for a while let go of their buffers (group_cache.hpp),
+    // whether or not the program makes any more calls.
+    if (now - last_expiry >= std::chrono::milliseconds(100)) {
+      group_cache_.expire(now);
+      last_expiry = now;
     }
     const auto quiet = now - last_change;
     // The lock is taken only to sleep or back off: while busy, new requests show in the flags.

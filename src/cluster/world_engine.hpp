@@ -15,6 +15,7 @@
 
 #include "atomr/cluster/request_trace.hpp"
 #include "comm_backend.hpp"
+#include "group_cache.hpp"
 #include "host_allreduce.hpp"
 #include "shm_allreduce.hpp"
 #include "wait_assist.hpp"
@@ -79,6 +80,11 @@ class world_engine {
            backend_->members() == 1;
   }
   world::stats_snapshot stats() const;
+  // The repeated submit_group calls kept as prepared calls, or null where that is off
+  // (world_options::group_cache; bulk calls off or check mode make no bulk calls to keep).
+  detail::group_cache* group_cache() {
+    return options_.group_cache && options_.bulk && !options_.check ? &group_cache_ : nullptr;
+  }
   // Runs `f` on the progress thread once everything submitted before has finished.
   result<void> when_idle(std::function<result<void>()> f);
   // Fails the world from any thread (a device rebuild, for one). `may_keep`: the backend may be
@@ -195,6 +201,8 @@ class world_engine {
     std::atomic<std::uint64_t> graph_votes_shared{0};
     std::atomic<std::uint64_t> most_unfreed{0};
   } stats_;
+  // (Declared after members_: its kept calls let go of their buffers before the devices go.)
+  detail::group_cache group_cache_;
   // Set (under mutex_) while inbox_ holds requests: the busy progress thread looks here instead
   // of taking the lock the callers submit under.
   // (On a cache line of its own: the idle progress thread reads it in a tight loop.)

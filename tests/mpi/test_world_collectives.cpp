@@ -835,6 +835,134 @@ TEST_F(Collectives, APreparedCallIsForTheWorldThatMadeIt) {
   EXPECT_TRUE(w->submit_group(sums_in_place(bufs)).get());  // (the world that made it still works)
 }
 
+TEST_F(Collectives, ASubmitGroupCallMadeAgainIsSubmittedAsAKeptPreparedCall) {
+  // 300 sums in place in one submit_group call, five times, each waited for: the first is seen,
+  // the second prepared and kept, the other three submitted as that prepared call. Every call
+  // sums what the one before left. With the cache off, none is.
+  for (const bool on : {true, false}) {
+    SCOPED_TRACE(on ? "cache on" : "cache off");
+    cluster::world_options o;
+    o.group_cache = on;
+    auto w = make_world(o);
+    ASSERT_TRUE(w);
+    constexpr int k = 300;
+    const auto bufs = counting_buffers(k, 8);
+    for (int t = 1; t <= 5; ++t) {
+      ASSERT_TRUE(w->submit_group(sums_in_place(bufs)).get()) << "call " << t;
+      for (int i = 0; i < k; i += 7) {
+        ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, summed(i, t)))
+            << "call " << t << ", buffer " << i;
+      }
+    }
+    const auto s = w->stats();
+    EXPECT_EQ(s.requests, 5u * k);
+    EXPECT_EQ(s.packed, 5u * k);
+    EXPECT_EQ(s.agreements, size_ == 1 ? 10u : 5u);  // (one run of two bulk calls each)
+    EXPECT_EQ(s.group_repeats, on ? 3u : 0u);
+  }
+}
+
+TEST_F(Collectives, OnlyTheSameSpecsOnTheSameBuffersRepeatAKeptCall) {
+  // A kept call of 200 sums; then calls that differ from it in one spec (another buffer, the
+  // maximum instead of the sum, another count) or in order: none is submitted as the kept call,
+  // and each reduces what it names.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 200;
+  const auto bufs = counting_buffers(k, 4);
+  const auto spare = counting_buffers(1, 4);
+  for (int t = 1; t <= 3; ++t) ASSERT_TRUE(w->submit_group(sums_in_place(bufs)).get()) << "call " << t;
+  ASSERT_EQ(w->stats().group_repeats, 1u);
+  auto other_buffer = sums_in_place(bufs);
+  other_buffer[k / 2] = sum_in_place(spare[0]);
+  ASSERT_TRUE(w->submit_group(std::move(other_buffer)).get());
+  auto other_op = sums_in_place(bufs);
+  other_op[k - 1].params.op = reduce_op::max;
+  ASSERT_TRUE(w->submit_group(std::move(other_op)).get());
+  auto other_count = sums_in_place(bufs);
+  other_count[0].params.count = 2;  // (the first two of its four elements)
+  ASSERT_TRUE(w->submit_group(std::move(other_count)).get());
+  auto reordered = sums_in_place(bufs);
+  std::swap(reordered[1], reordered[2]);
+  ASSERT_TRUE(w->submit_group(std::move(reordered)).get());
+  EXPECT_EQ(w->stats().group_repeats, 1u);
+  // Buffer i (not 0, k/2 or k-1) was summed 3 + 4 times; k/2 3 + 3 times, the spare once; k-1 3 +
+  // 3 times and its maximum once (every rank holds the same sum then: the maximum is that sum).
+  const auto n = static_cast<float>(size_);
+  auto times = [&](int i, int t) { return summed(i, t); };
+  EXPECT_EQ(read(bufs[1]), std::vector<float>(4, times(1, 7)));
+  EXPECT_EQ(read(bufs[k / 2]), std::vector<float>(4, times(k / 2, 6)));
+  EXPECT_EQ(read(bufs[k - 1]), std::vector<float>(4, times(k - 1, 6)));
+  EXPECT_EQ(read(spare[0]), std::vector<float>(4, summed(0, 1)));
+  // Buffer 0: its first two elements summed 3 + 4 times, the other two 3 + 3 times.
+  const auto zero = read(bufs[0]);
+  EXPECT_EQ(zero[0], times(0, 7));
+  EXPECT_EQ(zero[3], times(0, 6));
+  EXPECT_EQ(zero[3] * n, zero[0]);
+}
+
+TEST_F(Collectives, AKeptCallSubmittedBackToBackSumsInOrder) {
+  // Once kept, four calls without waiting: one made while the kept call's last submission is
+  // under way goes as a call of its own; either way each sums what the one before left.
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 200;
+  const auto bufs = counting_buffers(k, 4);
+  for (int t = 1; t <= 2; ++t) ASSERT_TRUE(w->submit_group(sums_in_place(bufs)).get()) << "call " << t;
+  std::vector<cluster::future<void>> done;
+  for (int t = 0; t < 4; ++t) done.push_back(w->submit_group(sums_in_place(bufs)));
+  for (auto& f : done) ASSERT_TRUE(f.get());
+  for (int i = 0; i < k; ++i) {
+    ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(4, summed(i, 6))) << "buffer " << i;
+  }
+  const auto s = w->stats();
+  EXPECT_EQ(s.requests, 6u * k);
+  EXPECT_GE(s.group_repeats, 1u);  // (the first of the four at least: nothing of the call was under way)
+  EXPECT_LE(s.group_repeats, 4u);
+}
+
+TEST_F(Collectives, RanksThatKeepACallMeetRanksThatDoNot) {
+  // The call cache on at even ranks only: the kept prepared call of one rank meets the
+  // submit_group calls of the others, call after call.
+  cluster::world_options o;
+  o.group_cache = rank_ % 2 == 0;
+  auto w = make_world(o);
+  ASSERT_TRUE(w);
+  constexpr int k = 300;
+  const auto bufs = counting_buffers(k, 4);
+  for (int t = 1; t <= 4; ++t) {
+    ASSERT_TRUE(w->submit_group(sums_in_place(bufs)).get()) << "call " << t;
+    for (int i = 0; i < k; i += 13) {
+      ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(4, summed(i, t)))
+          << "call " << t << ", buffer " << i;
+    }
+  }
+  EXPECT_EQ(w->stats().group_repeats, rank_ % 2 == 0 ? 2u : 0u);
+}
+
+TEST_F(Collectives, AKeptCallLetsGoOfItsBuffersOnceUnsubmittedForASecond) {
+  // Kept, the call holds its buffers (so that no other buffer takes their addresses while it
+  // is); unsubmitted for a second, it lets go of them, with or without further calls.
+  cluster::world_options o;
+  o.pack_graphs = false;  // (graphs of packed batches hold their buffers too)
+  auto w = make_world(o);
+  ASSERT_TRUE(w);
+  const auto bufs = counting_buffers(150, 4);
+  for (int t = 1; t <= 3; ++t) ASSERT_TRUE(w->submit_group(sums_in_place(bufs)).get()) << "call " << t;
+  ASSERT_EQ(w->stats().group_repeats, 1u);
+  EXPECT_GT(bufs.front().block().use_count(), 1) << "held by the kept call";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto only_ours = [&] {
+    return std::all_of(bufs.begin(), bufs.end(), [](const auto& b) { return b.block().use_count() == 1; });
+  };
+  while (!only_ours() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  EXPECT_TRUE(only_ours());
+  // Let go, it is made again from the next repeats.
+  for (int t = 4; t <= 6; ++t) ASSERT_TRUE(w->submit_group(sums_in_place(bufs)).get()) << "call " << t;
+  EXPECT_EQ(w->stats().group_repeats, 2u);
+  EXPECT_EQ(read(bufs[3]), std::vector<float>(4, summed(3, 6)));
+}
+
 TEST_F(Collectives, ABulkCallMetByAnotherCallFailsNamingIt) {
   // Rank 0 makes a submit_group call of 300 small all_reduces, the others of 200: their first
   // bulk calls (256 and 200 entries) differ, and every rank's future fails saying so, rather
@@ -1157,7 +1285,9 @@ TEST_F(Collectives, ACallsFinishedRequestsLetGoOfTheirBuffers) {
   // once nothing is open: whether or not another call comes, no request holds a buffer for long
   // after its call ended, and the program's reference is then the only one left. (A packed
   // batch replayed as a CUDA graph holds its buffers in the graph, as a single request's graph
-  // does, until the program lets go of them: graphs of packed batches are off here.)
+  // does, until the program lets go of them: graphs of packed batches are off here. The third
+  // call repeats the first submit_group call and is kept as a prepared call, which holds its
+  // buffers for a second once unsubmitted: see AKeptCallLetsGoOfItsBuffersOnceUnsubmittedForASecond.)
   cluster::world_options o;
   o.pack_graphs = false;
   auto w = make_world(o);

@@ -434,8 +434,11 @@ TEST_F(GraphVotes, ARepeatedPackedCallGoesAsUsualThenIsCapturedThenLaunched) {
 
 TEST_F(GraphVotes, ARepeatedBulkCallGoesAsUsualThenIsCapturedThenLaunched) {
   // The same 300 in one submit_group call: bulk calls of 256 and 44, each one packed batch,
-  // voted on, captured and launched as a planned call's batches are.
-  auto w = make_world();
+  // voted on, captured and launched as a planned call's batches are. (Not kept as a prepared
+  // call: see the next test.)
+  cluster::world_options o;
+  o.group_cache = false;
+  auto w = make_world(o);
   ASSERT_TRUE(w);
   constexpr int rounds = 5;
   constexpr std::size_t k = 300;
@@ -447,6 +450,26 @@ TEST_F(GraphVotes, ARepeatedBulkCallGoesAsUsualThenIsCapturedThenLaunched) {
   EXPECT_EQ(s.agreements, (size_ == 1 ? 2u : 1u) * rounds);  // (a run of two bulk calls)
   expect_two_batches_graphed(s, rounds, k);
   EXPECT_EQ(packed_lookups_kept.load(), 0);  // (fresh entries every call: keys made each time)
+  EXPECT_EQ(s.group_repeats, 0u);
+}
+
+TEST_F(GraphVotes, ARepeatedBulkCallIsKeptAsAPreparedCallAndItsBatchesGraphedAlike) {
+  // The same with the call cache on (the default): round 0's call is seen, round 1's is prepared
+  // and kept, and rounds 2-4 are submitted as that prepared call. The batches are voted on,
+  // captured and launched as before, and the kept call's batch keys are made once (round 1).
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int rounds = 5;
+  constexpr std::size_t k = 300;
+  constexpr std::size_t n = 16;
+  const auto bufs = make_pairs(k, n);
+  for (int t = 0; t < rounds; ++t) packed_round(*w, t, bufs, n, true);
+  const auto s = w->stats();
+  EXPECT_EQ(s.packed, rounds * k);
+  EXPECT_EQ(s.group_repeats, static_cast<std::uint64_t>(rounds - 2));
+  expect_two_batches_graphed(s, rounds, k);
+  EXPECT_EQ(packed_lookups.load(), 2 * rounds);
+  EXPECT_EQ(packed_lookups_kept.load(), 2 * (rounds - 2));
 }
 
 TEST_F(GraphVotes, ARepeatedPreparedCallIsCapturedThenLaunched) {

@@ -5,7 +5,8 @@
 //   mpirun -np 1 many_small_probe [rounds] [count] [bytes] [--gpu] [--gap] [--braced]
 //          [--each | --group | --prepared]
 // --each: every request by a call of its own (world::all_reduce), not one submit_all call.
-// --group: one submit_group call (one future for the call).
+// --group: one submit_group call (one future for the call); from the third round on it is
+// submitted as the kept prepared call (world_options::group_cache) unless ATOMR_COLL_GROUP_CACHE=0.
 // --prepared: the call prepared once (world::prepare_group) and submitted each round
 // (world::submit_prepared).
 // --braced: each spec made as a braced list, {..., {b.block()}, {b.block()}}, rather than by
@@ -182,9 +183,10 @@ int main(int argc, char** argv) {
           count, bytes, rounds, times[times.size() / 2], times.front(), made[made.size() / 2], cpu, wall);
       // What the engine did for them, per call: exchanges (agreements) and backend calls.
       const auto s = (*w)->stats();
-      std::printf("many_small_probe: per call: %.2f agreements, %.2f issues, %.2f packed\n",
-                  static_cast<double>(s.agreements) / rounds, static_cast<double>(s.issues) / rounds,
-                  static_cast<double>(s.packed) / rounds);
+      std::printf(
+          "many_small_probe: per call: %.2f agreements, %.2f issues, %.2f packed; %llu calls as a kept prepared call\n",
+          static_cast<double>(s.agreements) / rounds, static_cast<double>(s.issues) / rounds,
+          static_cast<double>(s.packed) / rounds, static_cast<unsigned long long>(s.group_repeats));
     }
   }
   MPI_Finalize();

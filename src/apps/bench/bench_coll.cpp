@@ -523,13 +523,16 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
     // their stats above are theirs alone).
     // And in one submit_group call (one future), taking turns with them.
     using handing = typename coll_runner<T>::handing;
+    std::uint64_t group_kept = 0;  // measured submit_group calls submitted as a kept prepared call
     for (int rep = 0; rep < 6; ++rep) {
       auto c = runner.many_small(count, s.many, handing::together);
       if (!c) return fail(c.error_value());
       if (rep > 0) together_t.push_back(max_over_ranks(comm, *c));
       if (rep > 0) handed_t.push_back(max_over_ranks(comm, runner.handed()));
+      const auto repeats_before = w.stats().group_repeats;
       auto g = runner.many_small(count, s.many, handing::group);
       if (!g) return fail(g.error_value());
+      if (rep > 0) group_kept += w.stats().group_repeats - repeats_before;
       if (rep > 0) group_t.push_back(max_over_ranks(comm, *g));
       if (rep > 0) group_handed_t.push_back(max_over_ranks(comm, runner.handed()));
       auto p = runner.many_small(count, s.many, handing::prepared);
@@ -555,12 +558,13 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
       std::printf(
           "# many small: %d x %zu B all_reduce: raw sequential %.1f us, atomr concurrent %.1f us: %.1fx faster"
           " (%llu of %llu requests packed, %llu issues); in one submit_all call %.1f us: %.1fx (the call"
-          " returned after %.1f us); in one submit_group call %.1f us: %.1fx (returned after %.1f us); prepared once"
-          " and submitted %.1f us: %.1fx (returned after %.1f us)\n",
+          " returned after %.1f us); in one submit_group call %.1f us: %.1fx (returned after %.1f us; %llu of %zu"
+          " as the kept prepared call); prepared once and submitted %.1f us: %.1fx (returned after %.1f us)\n",
           s.many, count * sizeof(T), raw_us, atomr_us, raw_us / atomr_us, static_cast<unsigned long long>(packed),
           static_cast<unsigned long long>(after.requests - before.requests), static_cast<unsigned long long>(issues),
-          together_us, raw_us / together_us, handed_us, group_us, raw_us / group_us, group_handed_us, prepared_us,
-          raw_us / prepared_us, prepared_handed_us);
+          together_us, raw_us / together_us, handed_us, group_us, raw_us / group_us, group_handed_us,
+          static_cast<unsigned long long>(group_kept), group_t.size(), prepared_us, raw_us / prepared_us,
+          prepared_handed_us);
     }
     many_json = {{"requests", s.many},
                  {"bytes", count * sizeof(T)},
@@ -573,6 +577,7 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                  {"atomr_submit_group_us", group_us},
                  {"speedup_submit_group", raw_us / group_us},
                  {"submit_group_returned_us", group_handed_us},
+                 {"submit_group_kept", group_kept},
                  {"atomr_prepared_us", prepared_us},
                  {"speedup_prepared", raw_us / prepared_us},
                  {"prepared_returned_us", prepared_handed_us},

@@ -79,6 +79,13 @@ struct world_options {
   // bytes each) goes through the engine as one request per 1024 of them, rather than one per
   // all_reduce (detail::bulk_call). ATOMR_COLL_BULK; the same on every rank.
   bool bulk = true;
+  // A bulk-shaped submit_group call (see `bulk`) made twice lately with the same specs (kind,
+  // type, reduction, root, count, buffers) is prepared on the second and kept (at most 4), and
+  // later calls that match it are submitted as that prepared call (see group_call): the caller's
+  // specs are only compared and dropped. A kept call holds its buffers until it has gone 1 s
+  // unsubmitted. ATOMR_COLL_GROUP_CACHE; need not be the same on every rank (a prepared call
+  // meets the same submit_group call).
+  bool group_cache = true;
 
   // The defaults, with the ATOMR_COLL_* variables applied (a malformed one is an error).
   static result<world_options> from_environment();
@@ -305,6 +312,8 @@ class world {
     // Of those, the ones that read the ranks' inputs and wrote their outputs where they are,
     // without copies through the ring (host buffers from the shared arena: ATOMR_HOST_ARENA_MOST).
     std::uint64_t shared_memory_direct = 0;
+    // submit_group calls submitted as a kept prepared call (world_options::group_cache).
+    std::uint64_t group_repeats = 0;
     // The most finished requests held unfreed at once (each holds its buffers): the engine frees
     // them between its turns, and keeps at most 1024 of them even where the callers never leave
     // it idle (plus what one turn finishes).
@@ -365,6 +374,13 @@ class world {
   static std::unique_ptr<detail::coll_request> carrier_of(std::shared_ptr<detail::bulk_call> b, bool with_future);
   // The checks submit_group makes, with its message: the counts of `specs`.
   result<std::vector<std::size_t>> checked_group(std::vector<coll_spec>& specs) const;
+  // Makes `call`'s bulk calls of bulk-shaped `specs` (moved; `counts` checked), as submit_group
+  // would make them.
+  void make_bulks(group_call& call, std::vector<coll_spec>& specs, const std::vector<std::size_t>& counts) const;
+  // A bulk-shaped submit_group call, kept as a prepared call where it repeats (group_cache.hpp):
+  // its future, or nullopt (submit it as usual).
+  std::optional<future<void>> submit_kept(const std::vector<coll_spec>& specs) const;
+  std::optional<future<void>> keep_repeated(std::vector<coll_spec>& specs, std::vector<std::size_t>& counts) const;
   // A prepared call's bulk calls handed over (bulk_call.cpp); nullopt where its last submission
   // is not done yet (nothing was handed over).
   result<std::optional<future<void>>> hand_over_prepared(const group_call& call) const;

@@ -54,6 +54,11 @@ inline constexpr tunable coll_bulk{
     "a submit_all or submit_group call of more than 128 small all_reduces (up to ATOMR_COLL_PACK_BYTES each) goes "
     "through the engine as one request, 1024 at most each; 0: one request per all_reduce. The same on every rank"};
 
+inline constexpr tunable coll_group_cache{
+    "coll_group_cache", "ATOMR_COLL_GROUP_CACHE", "1",
+    "a submit_group call of bulk calls made twice lately with the same specs and buffers is prepared and kept (at "
+    "most 4, each holding its buffers until 1 s unsubmitted), and later matching calls are submitted as it; 0: off"};
+
 inline constexpr tunable coll_vote_shm{
     "coll_vote_shm", "ATOMR_COLL_VOTE_SHM", "1",
     "every rank of a world on one node: its CUDA graph votes go through shared memory; 0: by MPI point-to-point "
@@ -157,6 +162,7 @@ inline constexpr std::array k_all{&log,
                                   &coll_call_batch,
                                   &coll_pack_graphs,
                                   &coll_bulk,
+                                  &coll_group_cache,
                                   &coll_vote_shm,
                                   &nccl_blocking,
                                   &trace,

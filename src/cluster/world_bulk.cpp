@@ -9,9 +9,8 @@
 namespace atomr::cluster {
 
 using detail::bulk_call;
-using detail::coll_request;
 using graph_step = detail::comm_backend::graph_step;
-using namespace engine_detail;
+using namespace engine_detail;  // (coll_request and clock among them)
 
 std::shared_ptr<bulk_call> world_engine::take_bulk() {
   std::shared_ptr<bulk_call> b;

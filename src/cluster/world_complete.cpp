@@ -8,9 +8,7 @@
 
 namespace atomr::cluster {
 
-using namespace engine_detail;
-using detail::clock;
-using detail::coll_request;
+using namespace engine_detail;  // (coll_request and clock among them)
 
 bool world_engine::idle_poll_covers() const {
   return !in_flight_.empty() && in_flight_.size() <= k_idle_poll_most && unsealed_.front() == in_flight_.front().get();

@@ -16,9 +16,7 @@
 
 namespace atomr::cluster {
 
-using namespace engine_detail;
-using detail::clock;
-using detail::coll_request;
+using namespace engine_detail;  // (coll_request and clock among them)
 
 void* detail::coll_request::operator new(std::size_t bytes) {
   return bytes == sizeof(coll_request) ? recycled_storage<sizeof(coll_request)>::take() : ::operator new(bytes);

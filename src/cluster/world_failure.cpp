@@ -10,9 +10,7 @@
 
 namespace atomr::cluster {
 
-using namespace engine_detail;
-using detail::clock;
-using detail::coll_request;
+using namespace engine_detail;  // (coll_request and clock among them)
 
 void world_engine::fail_from_outside(error e, bool may_keep) {
   {

@@ -8,9 +8,7 @@
 
 namespace atomr::cluster {
 
-using namespace engine_detail;
-using detail::clock;
-using detail::coll_request;
+using namespace engine_detail;  // (coll_request and clock among them)
 
 bool world_engine::ready(const coll_request& r, detail::member_waits& waits, const write_list* ahead) const {
   waits.resize(members_.size());

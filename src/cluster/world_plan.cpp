@@ -9,9 +9,7 @@
 
 namespace atomr::cluster {
 
-using namespace engine_detail;
-using detail::clock;
-using detail::coll_request;
+using namespace engine_detail;  // (coll_request and clock among them)
 
 result<bool> world_engine::exchange_done(exchange& ex) {
   if (ex.finished) return true;

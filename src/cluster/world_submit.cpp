@@ -7,9 +7,7 @@
 
 namespace atomr::cluster {
 
-using namespace engine_detail;
-using detail::clock;
-using detail::coll_request;
+using namespace engine_detail;  // (coll_request and clock among them)
 
 // Under mutex_: numbers the request and hands it to the progress thread (or fails it at once).
 void world_engine::accept(std::unique_ptr<coll_request> r, clock::time_point deadline, std::uint64_t together) {

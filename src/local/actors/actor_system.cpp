@@ -77,6 +77,8 @@ void actor_system::shutdown() {
     std::lock_guard lock(mutex_);
     dedicated.swap(dedicated_);
   }
+  // Timers first: a callback running now (a periodic tell) still schedules on the dispatchers.
+  timers_->stop();
   dedicated.clear();  // joins
   pool_.reset();      // joins
 }

@@ -6,13 +6,17 @@ namespace atomr::local {
 
 timer_service::timer_service() : thread_([this] { run(); }) {}
 
-timer_service::~timer_service() {
+timer_service::~timer_service() { stop(); }
+
+void timer_service::stop() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  // (From a callback, the thread cannot wait for itself: it ends once the callback returns.)
+  if (std::this_thread::get_id() == thread_.get_id()) return;
+  std::call_once(joined_, [&] { thread_.join(); });
 }
 
 timer_handle timer_service::at(clock::time_point when, std::function<void()> fn) {

@@ -34,7 +34,12 @@ class timer_service {
   using clock = std::chrono::steady_clock;
 
   timer_service();
-  ~timer_service();  // stops the thread; pending timers never fire
+  ~timer_service();  // stop()
+  // Stops the thread, waiting for a callback that is running (from another thread); pending and
+  // later timers never fire. The actor system stops its timers before its dispatchers go: a
+  // periodic tell that was running as the system shut down scheduled its actor on a dispatcher
+  // being destroyed (a race ThreadSanitizer caught in PeriodicTimerDeliversUntilTheActorStops).
+  void stop();
   timer_service(const timer_service&) = delete;
   timer_service& operator=(const timer_service&) = delete;
 
@@ -73,6 +78,7 @@ class timer_service {
   static constexpr std::size_t k_first_sweep = 4096;
   std::uint64_t next_sequence_ = 0;
   bool stopping_ = false;
+  std::once_flag joined_;
   std::thread thread_;
 };
 

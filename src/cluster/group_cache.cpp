@@ -59,6 +59,33 @@ bool matches(const std::vector<coll_spec>& specs, const group_key& key) {
   return at == n;
 }
 
+bool matches_in_place(local::dtype type, reduce_op op, std::span<const local::buffer_block* const> blocks,
+                      const group_key& key) {
+  // (What key_of makes of all_reduce_spec(b, op): 7 words a spec.)
+  if (key.size() != 7 * blocks.size()) return false;
+  const coll_spec shape{coll_kind::all_reduce, type, {op, 0, 0}, {}, {}};
+  const std::uint64_t word = shape_word(shape);
+  const std::uint64_t* k = key.data();
+  for (const auto* b : blocks) {
+    const auto at = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(b));
+    if (k[0] != word || k[1] != 0 || k[2] != 0 || k[3] != 1 || k[4] != at || k[5] != 1 || k[6] != at) return false;
+    k += 7;
+  }
+  return true;
+}
+
+std::shared_ptr<const group_call> group_cache::find_in_place(local::dtype type, reduce_op op,
+                                                             std::span<const local::buffer_block* const> blocks,
+                                                             clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  for (auto& c : calls_) {
+    if (c.specs != blocks.size() || !matches_in_place(type, op, blocks, c.key)) continue;
+    c.used = now;
+    return c.call;
+  }
+  return nullptr;
+}
+
 std::shared_ptr<const group_call> group_cache::find(const std::vector<coll_spec>& specs, clock::time_point now) {
   std::lock_guard lock(mutex_);
   for (auto& c : calls_) {

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "atomr/cluster/world.hpp"
@@ -40,6 +41,9 @@ using group_key = std::vector<std::uint64_t>;
 group_key key_of(const std::vector<coll_spec>& specs);
 // Whether `specs` are the call `key` was made of (without making their key).
 bool matches(const std::vector<coll_spec>& specs, const group_key& key);
+// Whether `key` is of in-place all_reduces of `blocks` (all_reduce_spec(b, op) of each, in order).
+bool matches_in_place(local::dtype type, reduce_op op, std::span<const local::buffer_block* const> blocks,
+                      const group_key& key);
 
 class group_cache {
  public:
@@ -54,6 +58,10 @@ class group_cache {
 
   // The kept call `specs` repeat, if any (marked as submitted now).
   std::shared_ptr<const group_call> find(const std::vector<coll_spec>& specs, clock::time_point now);
+  // The kept call of in-place all_reduces of `blocks`, if any (marked as submitted now).
+  std::shared_ptr<const group_call> find_in_place(local::dtype type, reduce_op op,
+                                                  std::span<const local::buffer_block* const> blocks,
+                                                  clock::time_point now);
   // For a call find() did not know: its key if it repeats a call seen lately (keep() its prepared
   // call then); otherwise it is remembered and nothing is returned.
   std::optional<group_key> repeated(const std::vector<coll_spec>& specs);
@@ -65,7 +73,11 @@ class group_cache {
   std::size_t expire(clock::time_point now);
   std::size_t kept() const;
   std::uint64_t repeats() const { return repeats_.load(std::memory_order_relaxed); }
-  void count_repeat() { repeats_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t repeats_by_buffers() const { return by_buffers_.load(std::memory_order_relaxed); }
+  void count_repeat(bool by_buffers) {
+    repeats_.fetch_add(1, std::memory_order_relaxed);
+    if (by_buffers) by_buffers_.fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
   struct kept_call {
@@ -78,6 +90,7 @@ class group_cache {
   std::vector<kept_call> calls_;
   std::deque<group_key> seen_;
   std::atomic<std::uint64_t> repeats_{0};
+  std::atomic<std::uint64_t> by_buffers_{0};
 };
 
 }  // namespace atomr::cluster::detail

@@ -267,16 +267,30 @@ std::optional<future<void>> world::submit_kept(const std::vector<coll_spec>& spe
   if (cache == nullptr || specs.size() <= world_engine::k_submit_part) return std::nullopt;
   const auto now = clock::now();
   cache->expire(now);
-  auto call = cache->find(specs, now);
+  return hand_over_kept(*cache, cache->find(specs, now));
+}
+
+std::optional<future<void>> world::submit_kept_in_place(local::dtype type, reduce_op op,
+                                                        std::span<const buffer_block* const> blocks) const {
+  auto* cache = engine_->group_cache();
+  if (cache == nullptr || blocks.size() <= world_engine::k_submit_part) return std::nullopt;
+  const auto now = clock::now();
+  cache->expire(now);
+  return hand_over_kept(*cache, cache->find_in_place(type, op, blocks, now), true);
+}
+
+std::optional<future<void>> world::hand_over_kept(detail::group_cache& cache,
+                                                  const std::shared_ptr<const group_call>& call,
+                                                  bool by_buffers) const {
   if (!call) return std::nullopt;
   auto submitted = hand_over_prepared(*call);
   if (!submitted) {
     // (A buffer's device was rebuilt, say: the usual path's checks say so, naming the request.)
-    cache->forget(call.get());
+    cache.forget(call.get());
     return std::nullopt;
   }
   if (!*submitted) return std::nullopt;  // its last submission is under way: a call of its own
-  cache->count_repeat();
+  cache.count_repeat(by_buffers);
   return std::move(**submitted);
 }
 

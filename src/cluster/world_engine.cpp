@@ -259,6 +259,7 @@ world::stats_snapshot world_engine::stats() const {
   s.shared_memory_direct = backend_->shared_memory_direct();
   s.most_unfreed = stats_.most_unfreed.load(std::memory_order_acquire);
   s.group_repeats = group_cache_.repeats();
+  s.group_repeats_by_buffers = group_cache_.repeats_by_buffers();
   return s;
 }
 

@@ -963,6 +963,34 @@ TEST_F(Collectives, AKeptCallLetsGoOfItsBuffersOnceUnsubmittedForASecond) {
   EXPECT_EQ(read(bufs[3]), std::vector<float>(4, summed(3, 6)));
 }
 
+TEST_F(Collectives, AllReduceGroupSumsEveryBufferAndMeetsSubmitGroupCalls) {
+  // all_reduce_group on even ranks, the same sums as submit_group calls on odd ones, five times:
+  // every call sums what the one before left, and from the third on each rank submits its kept
+  // call (all_reduce_group by comparing the buffers, without specs).
+  auto w = make_world();
+  ASSERT_TRUE(w);
+  constexpr int k = 300;
+  const auto bufs = counting_buffers(k, 4);
+  for (int t = 1; t <= 5; ++t) {
+    auto done = rank_ % 2 == 0 ? w->all_reduce_group(std::span<const local::gpu_ref<float>>(bufs))
+                               : w->submit_group(sums_in_place(bufs));
+    ASSERT_TRUE(done.get()) << "call " << t;
+    for (int i = 0; i < k; i += 11) {
+      ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(4, summed(i, t)))
+          << "call " << t << ", buffer " << i;
+    }
+  }
+  EXPECT_EQ(w->stats().group_repeats, 3u);
+  EXPECT_EQ(w->stats().group_repeats_by_buffers, rank_ % 2 == 0 ? 3u : 0u);
+  EXPECT_EQ(w->stats().requests, 5u * k);
+  // A few buffers (not bulk calls), the maximum, and none.
+  const std::vector<local::gpu_ref<float>> few(bufs.begin(), bufs.begin() + 3);
+  ASSERT_TRUE(w->all_reduce_group(std::span<const local::gpu_ref<float>>(few), reduce_op::max).get());
+  EXPECT_EQ(read(bufs[2]), std::vector<float>(4, summed(2, 5)));  // (every rank held the same)
+  EXPECT_TRUE(w->all_reduce_group(std::span<const local::gpu_ref<float>>()).get());
+  EXPECT_EQ(w->stats().requests, 5u * k + 3);
+}
+
 TEST_F(Collectives, ABulkCallMetByAnotherCallFailsNamingIt) {
   // Rank 0 makes a submit_group call of 300 small all_reduces, the others of 200: their first
   // bulk calls (256 and 200 entries) differ, and every rank's future fails saying so, rather

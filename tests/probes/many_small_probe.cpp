@@ -3,10 +3,12 @@
 // the host backend, or with --gpu the rank's GPU and NCCL. Prints the median time per call and
 // the median time until submit_all returned (the caller's own part: making and handing over).
 //   mpirun -np 1 many_small_probe [rounds] [count] [bytes] [--gpu] [--gap] [--braced]
-//          [--each | --group | --prepared]
+//          [--each | --group | --prepared | --buffers]
 // --each: every request by a call of its own (world::all_reduce), not one submit_all call.
 // --group: one submit_group call (one future for the call); from the third round on it is
 // submitted as the kept prepared call (world_options::group_cache) unless ATOMR_COLL_GROUP_CACHE=0.
+// --buffers: one world::all_reduce_group call on the buffers (no specs made where it repeats a
+// kept call).
 // --prepared: the call prepared once (world::prepare_group) and submitted each round
 // (world::submit_prepared).
 // --braced: each spec made as a braced list, {..., {b.block()}, {b.block()}}, rather than by
@@ -73,6 +75,8 @@ int main(int argc, char** argv) {
   std::erase(args, "--group");
   const bool prepared = std::find(args.begin(), args.end(), "--prepared") != args.end();
   std::erase(args, "--prepared");
+  const bool by_buffers = std::find(args.begin(), args.end(), "--buffers") != args.end();
+  std::erase(args, "--buffers");
   const bool braced = std::find(args.begin(), args.end(), "--braced") != args.end();
   std::erase(args, "--braced");
   const int rounds = args.size() > 0 ? std::atoi(args[0].c_str()) : 200;
@@ -140,6 +144,8 @@ int main(int argc, char** argv) {
       std::vector<ac::future<void>> pending;
       if (call) {
         pending.push_back((*w)->submit_prepared(*call));
+      } else if (by_buffers) {
+        pending.push_back((*w)->all_reduce_group(std::span<const al::gpu_ref<float>>(bufs), ac::reduce_op::sum));
       } else if (each) {
         pending.reserve(bufs.size());
         for (const auto& b : bufs) pending.push_back((*w)->all_reduce(b, ac::reduce_op::sum));

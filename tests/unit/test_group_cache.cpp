@@ -57,6 +57,37 @@ TEST(GroupKey, MatchesTheSpecsItWasMadeOfAndNoOthers) {
   EXPECT_FALSE(matches(sums(longer), key));
 }
 
+std::vector<const local::buffer_block*> raw(const blocks& bs) {
+  std::vector<const local::buffer_block*> out;
+  for (const auto& b : bs) out.push_back(b.get());
+  return out;
+}
+
+TEST(GroupKey, InPlaceSumsOfBuffersMatchTheKeyOfTheirSpecsOnly) {
+  const auto bs = some_blocks(4);
+  const auto key = key_of(sums(bs));
+  EXPECT_TRUE(matches_in_place(local::dtype::f32, reduce_op::sum, raw(bs), key));
+  EXPECT_FALSE(matches_in_place(local::dtype::f32, reduce_op::max, raw(bs), key));
+  EXPECT_FALSE(matches_in_place(local::dtype::i32, reduce_op::sum, raw(bs), key));
+  auto reversed = raw(bs);
+  std::swap(reversed[0], reversed[3]);
+  EXPECT_FALSE(matches_in_place(local::dtype::f32, reduce_op::sum, reversed, key));
+  const auto all = raw(bs);
+  EXPECT_FALSE(matches_in_place(local::dtype::f32, reduce_op::sum, std::span(all).first(3), key));
+  // Out of place, or with a count given, the specs are another call's.
+  auto out_of_place = sums(bs);
+  out_of_place[1].recv[0] = std::make_shared<local::buffer_block>();
+  EXPECT_FALSE(matches_in_place(local::dtype::f32, reduce_op::sum, raw(bs), key_of(out_of_place)));
+  auto counted = sums(bs);
+  counted[2].params.count = 1;
+  EXPECT_FALSE(matches_in_place(local::dtype::f32, reduce_op::sum, raw(bs), key_of(counted)));
+  group_cache cache;
+  auto call = std::make_shared<group_call>();
+  cache.keep(key, call, t0);
+  EXPECT_EQ(cache.find_in_place(local::dtype::f32, reduce_op::sum, raw(bs), t0), call);
+  EXPECT_EQ(cache.find_in_place(local::dtype::f32, reduce_op::min, raw(bs), t0), nullptr);
+}
+
 TEST(GroupCache, ACallSeenTwiceIsKeptFoundAndLetGoOnceUnsubmitted) {
   group_cache cache;
   const auto bs = some_blocks(3);

@@ -203,8 +203,9 @@ class coll_runner {
 
   // `many` small all_reduces on distinct buffers, none waited for until the end, handed over
   // each by a call of its own, all in one submit_all call, all in one submit_group call (one
-  // future), or as a call prepared once (world::prepare_group) and submitted each time.
-  enum class handing { each, together, group, prepared };
+  // future), as a call prepared once (world::prepare_group) and submitted each time, or in one
+  // world::all_reduce_group call on the buffers.
+  enum class handing { each, together, group, prepared, buffers };
   result<double> many_small(std::size_t count, int many, handing how = handing::each) {
     if (small_.empty()) {
       for (int i = 0; i < many; ++i) {
@@ -228,6 +229,8 @@ class coll_runner {
     const auto t0 = clock::now();
     if (how == handing::prepared) {
       pending.push_back(w_.submit_prepared(*prepared_));
+    } else if (how == handing::buffers) {
+      pending.push_back(w_.all_reduce_group(std::span<const al::gpu_ref<T>>(small_), s_.op));
     } else if (how != handing::each) {
       for (const auto& b : small_) {
         specs.push_back(cluster::all_reduce_spec(b, s_.op));
@@ -507,7 +510,8 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
   nlohmann::json many_json;
   if (s.many > 0 && s.kind == coll_kind::all_reduce && devs.size() == 1) {
     const std::size_t count = std::max<std::size_t>(s.many_bytes / sizeof(T), 1);
-    std::vector<double> raw_t, atomr_t, together_t, handed_t, group_t, group_handed_t, prepared_t, prepared_handed_t;
+    std::vector<double> raw_t, atomr_t, together_t, handed_t, group_t, group_handed_t, prepared_t, prepared_handed_t,
+        buffers_t, buffers_handed_t;
     const auto before = w.stats();
     for (int rep = 0; rep < 6; ++rep) {  // the first repetition warms up and is dropped
       auto a = (*raw)->run_sequential_small(count, s.many);
@@ -539,6 +543,10 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
       if (!p) return fail(p.error_value());
       if (rep > 0) prepared_t.push_back(max_over_ranks(comm, *p));
       if (rep > 0) prepared_handed_t.push_back(max_over_ranks(comm, runner.handed()));
+      auto u = runner.many_small(count, s.many, handing::buffers);
+      if (!u) return fail(u.error_value());
+      if (rep > 0) buffers_t.push_back(max_over_ranks(comm, *u));
+      if (rep > 0) buffers_handed_t.push_back(max_over_ranks(comm, runner.handed()));
     }
     const auto median_us = [](std::vector<double>& v) {
       std::sort(v.begin(), v.end());
@@ -552,6 +560,8 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
     const double group_handed_us = median_us(group_handed_t);
     const double prepared_us = median_us(prepared_t);
     const double prepared_handed_us = median_us(prepared_handed_t);
+    const double buffers_us = median_us(buffers_t);
+    const double buffers_handed_us = median_us(buffers_handed_t);
     const auto packed = after.packed - before.packed;
     const auto issues = after.issues - before.issues;
     if (lead) {
@@ -559,12 +569,13 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
           "# many small: %d x %zu B all_reduce: raw sequential %.1f us, atomr concurrent %.1f us: %.1fx faster"
           " (%llu of %llu requests packed, %llu issues); in one submit_all call %.1f us: %.1fx (the call"
           " returned after %.1f us); in one submit_group call %.1f us: %.1fx (returned after %.1f us; %llu of %zu"
-          " as the kept prepared call); prepared once and submitted %.1f us: %.1fx (returned after %.1f us)\n",
+          " as the kept prepared call); prepared once and submitted %.1f us: %.1fx (returned after %.1f us); in one"
+          " all_reduce_group call %.1f us: %.1fx (returned after %.1f us)\n",
           s.many, count * sizeof(T), raw_us, atomr_us, raw_us / atomr_us, static_cast<unsigned long long>(packed),
           static_cast<unsigned long long>(after.requests - before.requests), static_cast<unsigned long long>(issues),
           together_us, raw_us / together_us, handed_us, group_us, raw_us / group_us, group_handed_us,
           static_cast<unsigned long long>(group_kept), group_t.size(), prepared_us, raw_us / prepared_us,
-          prepared_handed_us);
+          prepared_handed_us, buffers_us, raw_us / buffers_us, buffers_handed_us);
     }
     many_json = {{"requests", s.many},
                  {"bytes", count * sizeof(T)},
@@ -581,6 +592,9 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                  {"atomr_prepared_us", prepared_us},
                  {"speedup_prepared", raw_us / prepared_us},
                  {"prepared_returned_us", prepared_handed_us},
+                 {"atomr_all_reduce_group_us", buffers_us},
+                 {"speedup_all_reduce_group", raw_us / buffers_us},
+                 {"all_reduce_group_returned_us", buffers_handed_us},
                  {"packed", packed},
                  {"issues", issues}};
   }

@@ -143,6 +143,7 @@ namespace detail {
 struct coll_request;
 struct call_plan;
 struct bulk_call;
+class group_cache;
 }  // namespace detail
 
 // A submit_group call made once and submitted again and again, as a training step's gradient
@@ -284,6 +285,12 @@ class world {
   result<group_call> prepare_group(std::vector<coll_spec> specs) const;
   // Submits a prepared call; every rank must submit the same call (or make it with submit_group).
   future<void> submit_prepared(const group_call& call) const;
+  // Sums (or `op`s) every buffer in place, as one submit_group call of all_reduce_spec(b, op) per
+  // buffer, and meets such a call (or its prepared call) on the other ranks. Where it repeats a
+  // kept call (world_options::group_cache) it is compared by the buffers themselves and submitted
+  // as that call: no spec is made, and no buffer's reference is taken or dropped.
+  template <local::device_element T>
+  future<void> all_reduce_group(std::span<const local::gpu_ref<T>> buffers, reduce_op op = reduce_op::sum) const;
 
   struct stats_snapshot {
     std::uint64_t requests = 0;  // requests completed
@@ -312,8 +319,10 @@ class world {
     // Of those, the ones that read the ranks' inputs and wrote their outputs where they are,
     // without copies through the ring (host buffers from the shared arena: ATOMR_HOST_ARENA_MOST).
     std::uint64_t shared_memory_direct = 0;
-    // submit_group calls submitted as a kept prepared call (world_options::group_cache).
+    // submit_group calls submitted as a kept prepared call (world_options::group_cache); of them,
+    // all_reduce_group calls found by their buffers (no specs made).
     std::uint64_t group_repeats = 0;
+    std::uint64_t group_repeats_by_buffers = 0;
     // The most finished requests held unfreed at once (each holds its buffers): the engine frees
     // them between its turns, and keeps at most 1024 of them even where the callers never leave
     // it idle (plus what one turn finishes).
@@ -380,6 +389,13 @@ class world {
   // A bulk-shaped submit_group call, kept as a prepared call where it repeats (group_cache.hpp):
   // its future, or nullopt (submit it as usual).
   std::optional<future<void>> submit_kept(const std::vector<coll_spec>& specs) const;
+  // all_reduce_group's: the kept call of in-place all_reduces of `blocks`, submitted, if any.
+  std::optional<future<void>> submit_kept_in_place(local::dtype type, reduce_op op,
+                                                   std::span<const local::buffer_block* const> blocks) const;
+  // A kept call found (or null: nullopt) handed over: its future, or nullopt where it could not
+  // be (busy with its last submission, or refused: then it is let go of).
+  std::optional<future<void>> hand_over_kept(detail::group_cache& cache, const std::shared_ptr<const group_call>& call,
+                                             bool by_buffers = false) const;
   std::optional<future<void>> keep_repeated(std::vector<coll_spec>& specs, std::vector<std::size_t>& counts) const;
   // A prepared call's bulk calls handed over (bulk_call.cpp); nullopt where its last submission
   // is not done yet (nothing was handed over).
@@ -392,6 +408,21 @@ class world {
 
   std::shared_ptr<world_engine> engine_;
 };
+
+template <local::device_element T>
+future<void> world::all_reduce_group(std::span<const local::gpu_ref<T>> buffers, reduce_op op) const {
+  {
+    // (The blocks' addresses only: nothing is taken from them unless the call is made afresh.)
+    std::vector<const local::buffer_block*> blocks;
+    blocks.reserve(buffers.size());
+    for (const auto& b : buffers) blocks.push_back(b.block().get());
+    if (auto f = submit_kept_in_place(local::dtype_of<T>::value, op, blocks)) return std::move(*f);
+  }
+  std::vector<coll_spec> specs;
+  specs.reserve(buffers.size());
+  for (const auto& b : buffers) specs.push_back(all_reduce_spec(b, op));
+  return submit_group(std::move(specs));
+}
 
 template <local::device_element T>
 future<void> world::collective(coll_kind kind, std::span<const local::gpu_ref<T>> send,

@@ -66,6 +66,25 @@ class world_fixture : public ::testing::Test {
     EXPECT_TRUE(dev_.upload(b, std::span<const T>(values)).get());
     return b;
   }
+  // `k` buffers of `n` floats, buffer i holding rank + i: sums of them stay exact.
+  std::vector<local::gpu_ref<float>> counting_buffers(int k, std::size_t n) {
+    std::vector<local::gpu_ref<float>> bufs;
+    for (int i = 0; i < k; ++i) bufs.push_back(buffer(std::vector<float>(n, static_cast<float>(rank_ + i))));
+    return bufs;
+  }
+  static cluster::coll_spec sum_in_place(const local::gpu_ref<float>& b) { return cluster::all_reduce_spec(b); }
+  // One in-place sum per buffer, in order (one call's specs).
+  static std::vector<cluster::coll_spec> sums_in_place(const std::vector<local::gpu_ref<float>>& bufs) {
+    std::vector<cluster::coll_spec> specs;
+    for (const auto& b : bufs) specs.push_back(sum_in_place(b));
+    return specs;
+  }
+  // Counting buffer i after `times` in-place sums over the world.
+  float summed(int i, int times) const {
+    float v = static_cast<float>(size_ * (size_ - 1) / 2 + size_ * i);
+    for (int t = 1; t < times; ++t) v *= static_cast<float>(size_);
+    return v;
+  }
   template <typename T>
   std::vector<T> read(const local::gpu_ref<T>& b) {
     std::vector<T> out(b.size());

@@ -97,6 +97,7 @@ std::shared_ptr<const group_call> group_cache::find(const std::vector<coll_spec>
 }
 
 std::optional<group_key> group_cache::repeated(const std::vector<coll_spec>& specs) {
+  if (specs.size() > k_specs_most) return std::nullopt;
   auto key = key_of(specs);
   std::lock_guard lock(mutex_);
   const auto it = std::find(seen_.begin(), seen_.end(), key);

@@ -51,6 +51,9 @@ class group_cache {
   static constexpr std::size_t k_calls_most = 4;  // prepared calls kept; the least recently used goes
   static constexpr std::size_t k_seen_most = 4;   // keys of calls seen once
   static constexpr std::chrono::seconds k_keep{1};
+  // Longer calls are neither remembered nor kept: a key is 7 words a spec, and the 4 remembered
+  // keys of calls of a million all_reduces would hold over 200 MB.
+  static constexpr std::size_t k_specs_most = std::size_t{1} << 16;
 
   group_cache() = default;
   group_cache(const group_cache&) = delete;
@@ -63,7 +66,8 @@ class group_cache {
                                                   std::span<const local::buffer_block* const> blocks,
                                                   clock::time_point now);
   // For a call find() did not know: its key if it repeats a call seen lately (keep() its prepared
-  // call then); otherwise it is remembered and nothing is returned.
+  // call then); otherwise it is remembered (unless longer than k_specs_most) and nothing is
+  // returned.
   std::optional<group_key> repeated(const std::vector<coll_spec>& specs);
   void keep(group_key key, std::shared_ptr<const group_call> call, clock::time_point now);
   // Lets go of `call` (its submission failed: the usual path says why).

@@ -143,6 +143,14 @@ TEST(GroupCache, RemembersTheLastFourCallsSeenOnce) {
   EXPECT_TRUE(cache.repeated(sums(calls[4])));
   // A repeat is taken off the list: a third sighting is a first again.
   EXPECT_FALSE(cache.repeated(sums(calls[4])));
+  // A call longer than k_specs_most is never remembered, so never repeated; one of exactly that
+  // many is.
+  const auto many = some_blocks(static_cast<int>(group_cache::k_specs_most) + 1);
+  EXPECT_FALSE(cache.repeated(sums(many)));
+  EXPECT_FALSE(cache.repeated(sums(many)));
+  const blocks most(many.begin(), many.end() - 1);
+  EXPECT_FALSE(cache.repeated(sums(most)));
+  EXPECT_TRUE(cache.repeated(sums(most)));
 }
 
 }  // namespace

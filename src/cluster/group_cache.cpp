@@ -74,26 +74,27 @@ bool matches_in_place(local::dtype type, reduce_op op, std::span<const local::bu
   return true;
 }
 
-std::shared_ptr<const group_call> group_cache::find_in_place(local::dtype type, reduce_op op,
-                                                             std::span<const local::buffer_block* const> blocks,
-                                                             clock::time_point now) {
+template <class Match>
+std::shared_ptr<const group_call> group_cache::find_kept(std::size_t specs, Match&& match, clock::time_point now) {
   std::lock_guard lock(mutex_);
   for (auto& c : calls_) {
-    if (c.specs != blocks.size() || !matches_in_place(type, op, blocks, c.key)) continue;
+    if (c.specs != specs || !match(c.key)) continue;
     c.used = now;
     return c.call;
   }
   return nullptr;
 }
 
+std::shared_ptr<const group_call> group_cache::find_in_place(local::dtype type, reduce_op op,
+                                                             std::span<const local::buffer_block* const> blocks,
+                                                             clock::time_point now) {
+  return find_kept(
+      blocks.size(), [&](const group_key& k) { return matches_in_place(type, op, blocks, k); }, now);
+}
+
 std::shared_ptr<const group_call> group_cache::find(const std::vector<coll_spec>& specs, clock::time_point now) {
-  std::lock_guard lock(mutex_);
-  for (auto& c : calls_) {
-    if (c.specs != specs.size() || !matches(specs, c.key)) continue;
-    c.used = now;
-    return c.call;
-  }
-  return nullptr;
+  return find_kept(
+      specs.size(), [&](const group_key& k) { return matches(specs, k); }, now);
 }
 
 std::optional<group_key> group_cache::repeated(const std::vector<coll_spec>& specs) {

@@ -90,6 +90,9 @@ class group_cache {
     std::shared_ptr<const group_call> call;
     clock::time_point used;
   };
+  // The kept call of `specs` specs whose key `match` accepts (marked as submitted now).
+  template <class Match>
+  std::shared_ptr<const group_call> find_kept(std::size_t specs, Match&& match, clock::time_point now);
   mutable std::mutex mutex_;
   std::vector<kept_call> calls_;
   std::deque<group_key> seen_;

@@ -263,20 +263,23 @@ future<void> world::submit_group(std::vector<coll_spec> specs) const {
 }
 
 std::optional<future<void>> world::submit_kept(const std::vector<coll_spec>& specs) const {
-  auto* cache = engine_->group_cache();
-  if (cache == nullptr || specs.size() <= world_engine::k_submit_part) return std::nullopt;
-  const auto now = clock::now();
-  cache->expire(now);
-  return hand_over_kept(*cache, cache->find(specs, now));
+  auto* cache = kept_calls(specs.size());
+  if (cache == nullptr) return std::nullopt;
+  return hand_over_kept(*cache, cache->find(specs, clock::now()));
 }
 
 std::optional<future<void>> world::submit_kept_in_place(local::dtype type, reduce_op op,
                                                         std::span<const buffer_block* const> blocks) const {
+  auto* cache = kept_calls(blocks.size());
+  if (cache == nullptr) return std::nullopt;
+  return hand_over_kept(*cache, cache->find_in_place(type, op, blocks, clock::now()), true);
+}
+
+detail::group_cache* world::kept_calls(std::size_t specs) const {
   auto* cache = engine_->group_cache();
-  if (cache == nullptr || blocks.size() <= world_engine::k_submit_part) return std::nullopt;
-  const auto now = clock::now();
-  cache->expire(now);
-  return hand_over_kept(*cache, cache->find_in_place(type, op, blocks, now), true);
+  if (cache == nullptr || specs <= world_engine::k_submit_part) return nullptr;
+  cache->expire(clock::now());  // (calls unsubmitted for long let go of their buffers first)
+  return cache;
 }
 
 std::optional<future<void>> world::hand_over_kept(detail::group_cache& cache,

@@ -392,6 +392,9 @@ class world {
   // all_reduce_group's: the kept call of in-place all_reduces of `blocks`, submitted, if any.
   std::optional<future<void>> submit_kept_in_place(local::dtype type, reduce_op op,
                                                    std::span<const local::buffer_block* const> blocks) const;
+  // The engine's kept calls, expired as of now, where a call of `specs` specs may be one (null
+  // where the cache is off or the call too short for bulk calls).
+  detail::group_cache* kept_calls(std::size_t specs) const;
   // A kept call found (or null: nullopt) handed over: its future, or nullopt where it could not
   // be (busy with its last submission, or refused: then it is let go of).
   std::optional<future<void>> hand_over_kept(detail::group_cache& cache, const std::shared_ptr<const group_call>& call,

@@ -214,6 +214,16 @@ class nccl_backend final : public comm_backend {
     }
     for (auto* e : free_stamps_) cudaEventDestroy(e);
     if (last_stamp_ != nullptr) cudaEventDestroy(last_stamp_);
+    // Where the teardown's time goes (debug log), as for the creation.
+    auto mark = clock::now();
+    auto lap = [&mark] {
+      const auto now = clock::now();
+      const double ms = std::chrono::duration<double, std::milli>(now - mark).count();
+      mark = now;
+      return ms;
+    };
+    double drain_ms = 0;
+    double finalize_ms = 0;
     {
       // Finalizing waits for the peers (a blocking communicator, in the call).
       const auto deadline = clock::now() + std::chrono::seconds(10);
@@ -226,22 +236,32 @@ class nccl_backend final : public comm_backend {
         }
         graphs_.drop_all();
       }
+      drain_ms = lap();
       for (auto& m : members_) {
         cudaSetDevice(m.device);
         if (!aborted_) ncclCommFinalize(m.comm);
       }
       if (!aborted_) (void)settle(members_, deadline, "ncclCommFinalize");
+      finalize_ms = lap();
     }
     watch_.stop();  // an abort the watch started has finished: the communicators are settled
+    double destroy_ms = 0;
+    double free_ms = lap();  // (the watch's stop)
     for (auto& m : members_) {
       cudaSetDevice(m.device);
+      free_ms += lap();
       if (!aborted_) ncclCommDestroy(m.comm);  // (abort() already freed an aborted one)
+      destroy_ms += lap();
       cudaFree(m.scratch);
       cudaStreamDestroy(m.stream);
       // (Frees still queued on the stream of an aborted communicator complete first: the pool
       // goes once nothing is outstanding.)
       if (m.pack_pool) cudaMemPoolDestroy(m.pack_pool);
     }
+    log::get("cluster")->debug(
+        "NCCL backend down (ms): streams and graphs {:.1f}, ncclCommFinalize {:.1f}, ncclCommDestroy {:.1f}, "
+        "the rest {:.1f}{}",
+        drain_ms, finalize_ms, destroy_ms, free_ms + lap(), aborted_ ? " (aborted)" : "");
   }
 
   world_backend kind() const override { return world_backend::nccl; }

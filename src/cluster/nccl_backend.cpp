@@ -31,6 +31,7 @@
 #include "batched_copy.hpp"
 #include "comm_backend.hpp"
 #include "graph_cache.hpp"
+#include "nccl_retire.hpp"
 #include "stall_watch.hpp"
 
 namespace atomr::cluster::detail {
@@ -245,13 +246,16 @@ class nccl_backend final : public comm_backend {
       finalize_ms = lap();
     }
     watch_.stop();  // an abort the watch started has finished: the communicators are settled
-    double destroy_ms = 0;
-    double free_ms = lap();  // (the watch's stop)
+    // Finalized, they are destroyed on a thread of their own (nccl_retire.hpp says why). abort()
+    // already freed aborted ones.
+    std::vector<retired_comm> retired;
+    if (!aborted_) {
+      for (std::size_t i = 0; i < members_.size(); ++i)
+        retired.push_back({members_[i].comm, members_[i].device, ranks_[i]});
+    }
+    retire_nccl_comms(std::move(retired));
     for (auto& m : members_) {
       cudaSetDevice(m.device);
-      free_ms += lap();
-      if (!aborted_) ncclCommDestroy(m.comm);  // (abort() already freed an aborted one)
-      destroy_ms += lap();
       cudaFree(m.scratch);
       cudaStreamDestroy(m.stream);
       // (Frees still queued on the stream of an aborted communicator complete first: the pool
@@ -259,9 +263,8 @@ class nccl_backend final : public comm_backend {
       if (m.pack_pool) cudaMemPoolDestroy(m.pack_pool);
     }
     log::get("cluster")->debug(
-        "NCCL backend down (ms): streams and graphs {:.1f}, ncclCommFinalize {:.1f}, ncclCommDestroy {:.1f}, "
-        "the rest {:.1f}{}",
-        drain_ms, finalize_ms, destroy_ms, free_ms + lap(), aborted_ ? " (aborted)" : "");
+        "NCCL backend down (ms): streams and graphs {:.1f}, ncclCommFinalize {:.1f}, the rest {:.1f}{}", drain_ms,
+        finalize_ms, lap(), aborted_ ? " (aborted; nothing to destroy)" : " (communicators retired)");
   }
 
   world_backend kind() const override { return world_backend::nccl; }

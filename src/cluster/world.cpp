@@ -11,6 +11,9 @@
 #include "atomr/common/pointer_set.hpp"
 #include "atomr/common/tunables.hpp"
 #include "world_engine.hpp"
+#if ATOMR_HAVE_NCCL
+#include "nccl_retire.hpp"
+#endif
 
 namespace atomr::cluster {
 
@@ -57,6 +60,12 @@ error too_small(const coll_spec& spec, const char* which, std::size_t have, std:
 }  // namespace
 
 std::string_view to_string(world_backend b) { return b == world_backend::nccl ? "nccl" : "host"; }
+
+void wait_for_retired_communicators() {
+#if ATOMR_HAVE_NCCL
+  detail::wait_retired_nccl_comms();
+#endif
+}
 
 result<world_options> world_options::from_environment() {
   world_options o;

@@ -55,6 +55,12 @@ using local::promise;
 enum class world_backend { nccl, host };
 std::string_view to_string(world_backend b);
 
+// A gone world's NCCL communicators are destroyed on a thread of their own, because NCCL's
+// ncclCommDestroy waits out a 500 ms poll of its own service thread: letting a world go returns at
+// once. This returns once every communicator of the worlds already gone is destroyed and its
+// memory freed (the process also waits for them at exit). Nothing to wait for without NCCL.
+void wait_for_retired_communicators();
+
 struct world_options {
   // Default: nccl when the members are CUDA devices, host when they are host devices.
   std::optional<world_backend> backend{};

@@ -1,0 +1,95 @@
+#include "nccl_retire.hpp"
+
+#include <cuda_runtime.h>
+
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "atomr/cluster/nccl_check.hpp"
+#include "atomr/common/log.hpp"
+
+namespace atomr::cluster::detail {
+namespace {
+
+class retirer {
+ public:
+  // Joined at exit: a function-local static made after CUDA and NCCL were first used, so it goes
+  // before their own exit-time teardown.
+  ~retirer() {
+    wait();
+    std::lock_guard lock(mutex_);
+    for (auto& t : threads_) t.thread.join();
+  }
+
+  void retire(std::vector<retired_comm> comms) {
+    std::lock_guard lock(mutex_);
+    join_finished();
+    pending_ += comms.size();
+    auto& t = threads_.emplace_back();
+    t.thread = std::thread([this, &t, comms = std::move(comms)] {
+      for (const auto& c : comms) {
+        // (ncclCommDestroy sets the communicator's device itself; this thread has no other work.)
+        if (auto r = ATOMR_NCCL_CHECK(ncclCommDestroy(c.comm)); !r) {
+          log::get("cluster")->error("rank {}, GPU {}: letting go of a finalized communicator: {}", c.rank, c.device,
+                                     r.error_value().describe());
+        }
+        std::lock_guard held(mutex_);
+        --pending_;
+      }
+      {
+        std::lock_guard held(mutex_);
+        t.done = true;
+      }
+      drained_.notify_all();
+    });
+  }
+
+  std::size_t pending() {
+    std::lock_guard lock(mutex_);
+    return pending_;
+  }
+
+  void wait() {
+    std::unique_lock lock(mutex_);
+    drained_.wait(lock, [this] { return pending_ == 0; });
+  }
+
+ private:
+  struct retiring {
+    std::thread thread;
+    bool done = false;
+  };
+  // Joins threads that have finished (quick: they have returned). Under mutex_.
+  void join_finished() {
+    for (auto it = threads_.begin(); it != threads_.end();) {
+      if (it->done) {
+        it->thread.join();
+        it = threads_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable drained_;
+  std::list<retiring> threads_;  // (a list: each thread refers to its own element)
+  std::size_t pending_ = 0;
+};
+
+retirer& the_retirer() {
+  static retirer r;
+  return r;
+}
+
+}  // namespace
+
+void retire_nccl_comms(std::vector<retired_comm> comms) {
+  if (!comms.empty()) the_retirer().retire(std::move(comms));
+}
+std::size_t retiring_nccl_comms() { return the_retirer().pending(); }
+void wait_retired_nccl_comms() { the_retirer().wait(); }
+
+}  // namespace atomr::cluster::detail

@@ -253,7 +253,7 @@ class nccl_backend final : public comm_backend {
       for (std::size_t i = 0; i < members_.size(); ++i)
         retired.push_back({members_[i].comm, members_[i].device, ranks_[i]});
     }
-    retire_nccl_comms(std::move(retired));
+    retire_nccl_comms(retired);
     for (auto& m : members_) {
       cudaSetDevice(m.device);
       cudaFree(m.scratch);

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <condition_variable>
+#include <exception>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -19,31 +20,43 @@ class retirer {
   // before their own exit-time teardown.
   ~retirer() {
     wait();
-    std::lock_guard lock(mutex_);
-    for (auto& t : threads_) t.thread.join();
+    // Joined without the lock: a thread that has counted its last communicator down still takes
+    // it once more to say it is done. (A list's swap keeps its elements where the threads see them.)
+    std::list<retiring> left;
+    {
+      std::lock_guard lock(mutex_);
+      left.swap(threads_);
+    }
+    for (auto& t : left) t.thread.join();
   }
 
-  void retire(std::vector<retired_comm> comms) {
-    std::lock_guard lock(mutex_);
-    join_finished();
-    pending_ += comms.size();
-    auto& t = threads_.emplace_back();
-    t.thread = std::thread([this, &t, comms = std::move(comms)] {
-      for (const auto& c : comms) {
-        // (ncclCommDestroy sets the communicator's device itself; this thread has no other work.)
-        if (auto r = ATOMR_NCCL_CHECK(ncclCommDestroy(c.comm)); !r) {
-          log::get("cluster")->error("rank {}, GPU {}: letting go of a finalized communicator: {}", c.rank, c.device,
-                                     r.error_value().describe());
-        }
-        std::lock_guard held(mutex_);
-        --pending_;
+  void retire(const std::vector<retired_comm>& comms) {
+    {
+      std::lock_guard lock(mutex_);
+      join_finished();
+      try {
+        auto& t = threads_.emplace_back();
+        t.thread = std::thread([this, &t, comms] {
+          for (const auto& c : comms) {
+            destroy(c);
+            std::lock_guard held(mutex_);
+            --pending_;
+          }
+          {
+            std::lock_guard held(mutex_);
+            t.done = true;
+          }
+          drained_.notify_all();
+        });
+        pending_ += comms.size();  // (the thread waits for this lock before it counts down)
+        return;
+      } catch (const std::exception& e) {
+        if (!threads_.empty() && !threads_.back().thread.joinable()) threads_.pop_back();
+        log::get("cluster")->warn("no thread to destroy {} NCCL communicators on ({}): destroying them here",
+                                  comms.size(), e.what());
       }
-      {
-        std::lock_guard held(mutex_);
-        t.done = true;
-      }
-      drained_.notify_all();
-    });
+    }
+    for (const auto& c : comms) destroy(c);
   }
 
   std::size_t pending() {
@@ -57,6 +70,13 @@ class retirer {
   }
 
  private:
+  static void destroy(const retired_comm& c) {
+    // (ncclCommDestroy sets the communicator's device itself.)
+    if (auto r = ATOMR_NCCL_CHECK(ncclCommDestroy(c.comm)); !r) {
+      log::get("cluster")->error("rank {}, GPU {}: letting go of a finalized communicator: {}", c.rank, c.device,
+                                 r.error_value().describe());
+    }
+  }
   struct retiring {
     std::thread thread;
     bool done = false;
@@ -86,8 +106,8 @@ retirer& the_retirer() {
 
 }  // namespace
 
-void retire_nccl_comms(std::vector<retired_comm> comms) {
-  if (!comms.empty()) the_retirer().retire(std::move(comms));
+void retire_nccl_comms(const std::vector<retired_comm>& comms) {
+  if (!comms.empty()) the_retirer().retire(comms);
 }
 std::size_t retiring_nccl_comms() { return the_retirer().pending(); }
 void wait_retired_nccl_comms() { the_retirer().wait(); }

@@ -25,9 +25,10 @@ struct retired_comm {
   int rank = 0;    // the communicator's rank (for the log)
 };
 
-// Destroys `comms` (finalized, not aborted) in order on a new thread, and returns at once. A
+// Destroys `comms` (finalized, not aborted) in order on a new thread, and returns at once (where
+// no thread can be made, it destroys them before it returns). A
 // failed destroy is logged with its rank and device.
-void retire_nccl_comms(std::vector<retired_comm> comms);
+void retire_nccl_comms(const std::vector<retired_comm>& comms);
 // Communicators retired and not destroyed yet.
 std::size_t retiring_nccl_comms();
 // Returns once every communicator retired before the call is destroyed.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 37, call 5 (nvidia-h200-x2: two H200s), build 7fbb762 (communicators retired at a world's end),
+# Session 37, call 5 (nvidia-h200-x2: two H200s), build e70cb08 (communicators retired at a world's end),
 # nccl-tests 2.19.6 (MPI=1, sm_90) carried in .gpu-nt: every two-GPU row of issue 12 at this code,
 # raw and atomr in the same run: 1000 x 2 KiB in one call at 2 ranks beside nccl-tests' group of
 # 1000, the host backend on this machine's CPUs, bench p2p, the small rows (2 ranks; 1 rank x 2

@@ -54,13 +54,20 @@ TEST(WorldTeardown, WorldsLetGoInQuickSuccessionAreDestroyedAndTheirMemoryComesB
       ASSERT_EQ(out, std::vector<std::int64_t>(4, expected)) << "world " << i;
     }
   };
+  // A GPU's free memory counts every process's allocations on it, and a peer's communicators
+  // hold some on this rank's GPU (two ranks on two H200s: rank 0 saw 160 MiB not back while rank
+  // 1 was still destroying its worlds). So every rank waits for its own, then they meet, then
+  // each measures.
+  auto settled_free_bytes = [&] {
+    cluster::wait_for_retired_communicators();
+    EXPECT_EQ(MPI_Barrier(MPI_COMM_WORLD), MPI_SUCCESS);
+    return free_gpu_bytes(gpu);
+  };
   round(1, 0);
-  cluster::wait_for_retired_communicators();
-  const std::size_t before = free_gpu_bytes(gpu);
+  const std::size_t before = settled_free_bytes();
   // Made while the worlds before them are still being destroyed.
   for (std::int64_t t = 1; t <= 3; ++t) round(6, 10 * t);
-  cluster::wait_for_retired_communicators();
-  const std::size_t after = free_gpu_bytes(gpu);
+  const std::size_t after = settled_free_bytes();
   // What a leak would look like: six worlds' communicators hold this much (NCCL's buffers).
   std::cout << "rank " << rank << ", GPU " << gpu << ": six worlds alive held "
             << static_cast<double>(before - alive) / (1 << 20) << " MiB; after all were let go, "

@@ -23,6 +23,7 @@
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/nccl_check.hpp"
 #include "atomr/common/context.hpp"
+#include "atomr/common/lap_timer.hpp"
 #include "atomr/common/log.hpp"
 #include "atomr/common/tunables.hpp"
 #include "atomr/local/cuda_check.hpp"
@@ -216,13 +217,7 @@ class nccl_backend final : public comm_backend {
     for (auto* e : free_stamps_) cudaEventDestroy(e);
     if (last_stamp_ != nullptr) cudaEventDestroy(last_stamp_);
     // Where the teardown's time goes (debug log), as for the creation.
-    auto mark = clock::now();
-    auto lap = [&mark] {
-      const auto now = clock::now();
-      const double ms = std::chrono::duration<double, std::milli>(now - mark).count();
-      mark = now;
-      return ms;
-    };
+    lap_timer laps;
     double drain_ms = 0;
     double finalize_ms = 0;
     {
@@ -237,13 +232,13 @@ class nccl_backend final : public comm_backend {
         }
         graphs_.drop_all();
       }
-      drain_ms = lap();
+      drain_ms = laps.lap();
       for (auto& m : members_) {
         cudaSetDevice(m.device);
         if (!aborted_) ncclCommFinalize(m.comm);
       }
       if (!aborted_) (void)settle(members_, deadline, "ncclCommFinalize");
-      finalize_ms = lap();
+      finalize_ms = laps.lap();
     }
     watch_.stop();  // an abort the watch started has finished: the communicators are settled
     // Finalized, they are destroyed on a thread of their own (nccl_retire.hpp says why). abort()
@@ -264,7 +259,7 @@ class nccl_backend final : public comm_backend {
     }
     log::get("cluster")->debug(
         "NCCL backend down (ms): streams and graphs {:.1f}, ncclCommFinalize {:.1f}, the rest {:.1f}{}", drain_ms,
-        finalize_ms, lap(), aborted_ ? " (aborted; nothing to destroy)" : " (communicators retired)");
+        finalize_ms, laps.lap(), aborted_ ? " (aborted; nothing to destroy)" : " (communicators retired)");
   }
 
   world_backend kind() const override { return world_backend::nccl; }
@@ -900,13 +895,7 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
                                                         clock::time_point deadline) {
   connect_nccl_at_init();
   // Where the creation's time goes (debug log): NCCL's own init is most of it.
-  auto mark = clock::now();
-  auto lap = [&mark] {
-    const auto now = clock::now();
-    const double ms = std::chrono::duration<double, std::milli>(now - mark).count();
-    mark = now;
-    return ms;
-  };
+  lap_timer laps;
   int rank = 0;
   int ranks = 0;
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(control, &rank)));
@@ -924,9 +913,9 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
   int total = 0;
   for (int c : counts) total += c;
 
-  const double counts_ms = lap();
+  const double counts_ms = laps.lap();
   ATOMR_ASSIGN_OR_RETURN(const auto ids, unique_ids(control, rank, ranks, total, deadline));
-  const double ids_ms = lap();
+  const double ids_ms = laps.lap();
 
   ATOMR_ASSIGN_OR_RETURN(const int blocking, blocking_from_environment());
   ATOMR_ASSIGN_OR_RETURN(const auto graph_bytes, graph_bytes_from_environment());
@@ -978,7 +967,7 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
     return done;
   };
   auto initialized = init();
-  const double init_ms = lap();
+  const double init_ms = laps.lap();
   if (!initialized) {
     for (auto& m : ms) {
       if (m.comm != nullptr) ncclCommAbort(m.comm);
@@ -990,7 +979,7 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
   log::get("cluster")->debug(
       "NCCL backend up (ms): device counts {:.1f}, unique id {:.1f}, ncclCommInitRankConfig {:.1f}, agreeing and "
       "preparing {:.1f}",
-      counts_ms, ids_ms, init_ms, lap());
+      counts_ms, ids_ms, init_ms, laps.lap());
   return std::unique_ptr<comm_backend>(new nccl_backend(control, std::move(ms), total, blocking, graph_bytes));
 }
 

@@ -7,6 +7,7 @@
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/request_trace.hpp"
 #include "atomr/common/context.hpp"
+#include "atomr/common/lap_timer.hpp"
 #include "atomr/common/log.hpp"
 #include "atomr/common/pointer_set.hpp"
 #include "atomr/common/tunables.hpp"
@@ -139,13 +140,7 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
   if (auto traced = request_trace::enable_from_environment(); !traced) return traced.error_value();
   const auto checked = local_check();
   // Where the creation's time goes (debug log).
-  auto mark = clock::now();
-  auto lap = [&mark] {
-    const auto now = clock::now();
-    const double ms = std::chrono::duration<double, std::milli>(now - mark).count();
-    mark = now;
-    return ms;
-  };
+  lap_timer laps;
   MPI_Comm control = MPI_COMM_NULL;
   {
     MPI_Request q = MPI_REQUEST_NULL;
@@ -175,7 +170,7 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
     }
     if (auto r = detail::wait_mpi(q, deadline, "comparing backends"); !r) return fail(r.error_value());
   }
-  const double agree_ms = lap();
+  const double agree_ms = laps.lap();
   const std::uint64_t highest = agreed[0];
   const std::uint64_t lowest = 1 - agreed[1];
   const std::uint64_t id = agreed[2];
@@ -193,7 +188,7 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
 #endif
   }
   if (!backend) return fail(backend.error_value());
-  const double backend_ms = lap();
+  const double backend_ms = laps.lap();
   if (auto wrap = wrapper.load(std::memory_order_acquire); wrap != nullptr) backend = wrap(std::move(*backend));
   auto votes = world_engine::open_vote_channel(control, control, (*backend)->graph_limit() > 0, deadline);
   if (!votes) {
@@ -207,7 +202,7 @@ result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::d
   log::get("cluster")->debug(
       "world of {} ({} backend) up; this rank's first member is {} (ms: communicator and agreements {:.1f}, backend "
       "{:.1f}, engine {:.1f})",
-      size, to_string(*checked), first, agree_ms, backend_ms, lap());
+      size, to_string(*checked), first, agree_ms, backend_ms, laps.lap());
   return std::unique_ptr<world>(new world(std::move(engine)));
 }
 

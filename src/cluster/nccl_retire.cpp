@@ -1,7 +1,5 @@
 #include "nccl_retire.hpp"
 
-#include <cuda_runtime.h>
-
 #include <condition_variable>
 #include <exception>
 #include <list>
@@ -59,11 +57,6 @@ class retirer {
     for (const auto& c : comms) destroy(c);
   }
 
-  std::size_t pending() {
-    std::lock_guard lock(mutex_);
-    return pending_;
-  }
-
   void wait() {
     std::unique_lock lock(mutex_);
     drained_.wait(lock, [this] { return pending_ == 0; });
@@ -109,7 +102,6 @@ retirer& the_retirer() {
 void retire_nccl_comms(const std::vector<retired_comm>& comms) {
   if (!comms.empty()) the_retirer().retire(comms);
 }
-std::size_t retiring_nccl_comms() { return the_retirer().pending(); }
 void wait_retired_nccl_comms() { the_retirer().wait(); }
 
 }  // namespace atomr::cluster::detail

@@ -1,11 +1,10 @@
 # The malloc of atomr's own programs (the `atomr` command, the examples, the tests and probes).
 # A message, a device operation or a collective request is allocated on one thread and freed on
 # another (caller, router, device thread, completion waiter). glibc's malloc then takes the other
-# thread's arena lock on most frees, and the GPU machine's profile showed those locks contended
-# (futex waits in the completion waiter); tcmalloc's per-thread caches move such memory in
-# batches. Measured in one lease (docs/benchmarks.md, sixth session): a 4 B-4 MiB token fetch
-# +7.5-10.4 us over raw with glibc, +3.6-5.4 us with tcmalloc.
-# Programs that link atomr themselves choose their own allocator (README, "Allocator").
+# thread's arena lock on most frees, and on a 2x H100 host those locks were contended (futex waits
+# in the completion waiter); tcmalloc's per-thread caches move such memory in batches. A 4 B-4 MiB
+# token fetch cost +7.5-10.4 us over the raw copy with glibc, +3.6-5.4 us with tcmalloc.
+# Programs that link atomr themselves choose their own allocator (docs/guide/tuning.md).
 set(ATOMR_ALLOCATOR AUTO CACHE STRING
     "malloc of atomr's programs: AUTO (tcmalloc where found, system malloc with sanitizers or fuzzing), tcmalloc, system")
 set_property(CACHE ATOMR_ALLOCATOR PROPERTY STRINGS AUTO tcmalloc system)

@@ -3,10 +3,10 @@
 #include <iostream>
 #include <set>
 
+#include "atomr/cluster/all_tunables.hpp"
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/cluster/rank_report.hpp"
 #include "atomr/common/spin.hpp"
-#include "atomr/common/tunables.hpp"
 #include "atomr/common/version.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
@@ -26,11 +26,7 @@ std::string describe_device(const local::device_info& d) {
   return out;
 }
 
-void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& reports) {
-  const auto& first = reports.front().identity;
-  os << "atomr " << k_version << " (" << k_git_revision << "): " << first.world_size << " rank(s) on "
-     << first.node_count << " node(s)\n\n";
-
+void print_ranks(std::ostream& os, const std::vector<cluster::rank_report>& reports) {
   text_table ranks({"rank", "node", "host", "local", "cores", "threads may run on", "devices"});
   std::set<std::string> no_gpu_reasons;
   for (const auto& r : reports) {
@@ -53,13 +49,39 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
   for (const auto& reason : no_gpu_reasons) os << "no GPU: " << reason << '\n';
   os << "(a rank's caller, world progress and NCCL threads share its cpus; with fewer than " << spin_relax::k_plenty
      << " per rank (unbound ranks share the node's) they yield while they wait, else they spin: "
-        "docs/benchmarks.md; a world's progress thread and the thread that creates it keep off the CPUs that take "
+        "docs/guide/tuning.md; a world's progress thread and the thread that creates it keep off the CPUs that take "
         "GPU interrupts, ATOMR_AVOID_IRQ_CPUS)\n";
+}
 
-  // How a token fetch travels between each pair (buffer_registry.hpp): within a rank a device
-  // or peer copy; between GPU ranks of one node CUDA IPC (unless ATOMR_CUDA_IPC=0); between other
-  // GPU ranks NCCL send/recv (ATOMR_FETCH_NCCL=1: between all GPU ranks); otherwise MPI, staged
-  // through host memory for GPU buffers.
+// How a token fetch travels between each pair (buffer_registry.hpp): within a rank a device
+// or peer copy; between GPU ranks of one node CUDA IPC (unless ATOMR_CUDA_IPC=0); between other
+// GPU ranks NCCL send/recv (ATOMR_FETCH_NCCL=1: between all GPU ranks); otherwise MPI, staged
+// through host memory for GPU buffers.
+std::string fetch_path(const cluster::rank_report& owner, const cluster::rank_report& fetcher) {
+  const int o = owner.identity.world_rank;
+  const int f = fetcher.identity.world_rank;
+  std::string path;
+  if (o == f) {
+    path = owner.devices.size() > 1 ? "device copy, peer copy between its devices" : "device copy";
+  } else {
+    const bool gpu = owner.no_gpu_reason.empty() || fetcher.no_gpu_reason.empty();
+    const bool both_gpu = owner.no_gpu_reason.empty() && fetcher.no_gpu_reason.empty();
+    const bool same_node = owner.identity.node_id == fetcher.identity.node_id;
+    const std::string nccl = tunable_value(tunables::fetch_nccl);
+    const bool ipc = both_gpu && same_node && ATOMR_HAVE_CUDA && tunable_value(tunables::cuda_ipc) != "0";
+    if (both_gpu && ATOMR_HAVE_NCCL && (nccl == "1" || (nccl == "auto" && !ipc))) {
+      path = "NCCL send/recv, GPU to GPU";
+    } else if (ipc) {
+      path = "CUDA IPC, GPU to GPU";
+    } else {
+      path = gpu ? "MPI, staged through host memory" : "MPI (host memory, no staging)";
+    }
+    path += same_node ? ", same node" : ", across nodes";
+  }
+  return path;
+}
+
+void print_fetch_routes(std::ostream& os, const std::vector<cluster::rank_report>& reports) {
   os << "\ntoken fetches (owner -> fetcher):\n";
   text_table fetches({"pair", "path"});
   // Beyond 8 ranks, one row per kind of pair (the table would have ranks^2 rows).
@@ -68,24 +90,7 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
     for (const auto& fetcher : reports) {
       const int o = owner.identity.world_rank;
       const int f = fetcher.identity.world_rank;
-      std::string path;
-      if (o == f) {
-        path = owner.devices.size() > 1 ? "device copy, peer copy between its devices" : "device copy";
-      } else {
-        const bool gpu = owner.no_gpu_reason.empty() || fetcher.no_gpu_reason.empty();
-        const bool both_gpu = owner.no_gpu_reason.empty() && fetcher.no_gpu_reason.empty();
-        const bool same_node = owner.identity.node_id == fetcher.identity.node_id;
-        const std::string nccl = tunable_value(tunables::fetch_nccl);
-        const bool ipc = both_gpu && same_node && ATOMR_HAVE_CUDA && tunable_value(tunables::cuda_ipc) != "0";
-        if (both_gpu && ATOMR_HAVE_NCCL && (nccl == "1" || (nccl == "auto" && !ipc))) {
-          path = "NCCL send/recv, GPU to GPU";
-        } else if (ipc) {
-          path = "CUDA IPC, GPU to GPU";
-        } else {
-          path = gpu ? "MPI, staged through host memory" : "MPI (host memory, no staging)";
-        }
-        path += same_node ? ", same node" : ", across nodes";
-      }
+      const std::string path = fetch_path(owner, fetcher);
       if (reports.size() <= 8) {
         fetches.add_row({"rank " + std::to_string(o) + " -> rank " + std::to_string(f), path});
       } else if (seen.insert(path).second) {
@@ -95,32 +100,53 @@ void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& re
     }
   }
   fetches.print(os);
+}
 
-  os << '\n';
+void print_versions(std::ostream& os, const std::vector<cluster::rank_report>& reports) {
   text_table versions({"rank", "cuda runtime", "cuda driver", "nccl", "mpi", "hwloc"});
   for (const auto& r : reports) {
     versions.add_row({std::to_string(r.identity.world_rank), r.local_versions.cuda_runtime,
                       r.local_versions.cuda_driver, r.nccl_version, r.mpi_version, r.local_versions.hwloc});
   }
   versions.print(os);
+}
 
-  os << '\n';
+void print_tunables(std::ostream& os, bool all_tunables) {
   text_table tunables({"tunable", "env", "value", "meaning"});
-  for (const tunable* t : tunables::k_all) {
+  std::size_t experts = 0;
+  for (const tunable* t : atomr::all_tunables()) {
+    if (t->level == tunable::expert && !all_tunables) {
+      ++experts;
+      continue;
+    }
     tunables.add_row({std::string(t->name), std::string(t->env),
                       tunable_value(*t) + (tunable_is_set(*t) ? "" : " (default)"), std::string(t->description)});
   }
   tunables.print(os);
+  if (experts > 0) os << "(and " << experts << " expert tunables: atomr info --all)\n";
+}
+
+void print_reports(std::ostream& os, const std::vector<cluster::rank_report>& reports, bool all_tunables) {
+  const auto& first = reports.front().identity;
+  os << "atomr " << k_version << " (" << k_git_revision << "): " << first.world_size << " rank(s) on "
+     << first.node_count << " node(s)\n\n";
+
+  print_ranks(os, reports);
+  print_fetch_routes(os, reports);
+  os << '\n';
+  print_versions(os, reports);
+  os << '\n';
+  print_tunables(os, all_tunables);
 }
 
 }  // namespace
 
 int run_info(const std::string& program, const std::vector<std::string>& args) {
   po::options_description opts("atomr " + program + " options");
-  opts.add_options()("help,h", "print this help");
+  opts.add_options()("help,h", "print this help")("all", "list every tunable, the expert ones too");
   po::variables_map vm;
   if (auto done = parse_command_line(program, args, opts,
-                                     "usage: atomr info\n"
+                                     "usage: atomr info [--all]\n"
                                      "Collective over all ranks: rank 0 prints each rank's node, local rank, devices\n"
                                      "(or the host device where no GPU is visible), library versions and tunables.",
                                      vm)) {
@@ -139,7 +165,7 @@ int run_info(const std::string& program, const std::vector<std::string>& args) {
   }
   auto reports = cluster::gather_rank_reports((*session)->world(), mine ? *mine : fallback);
   if (!reports) return report_error(reports.error_value().describe(), 1);
-  if ((*session)->identity().world_rank == 0) print_reports(std::cout, *reports);
+  if ((*session)->identity().world_rank == 0) print_reports(std::cout, *reports, vm.count("all") > 0);
   return mine ? 0 : 1;
 }
 

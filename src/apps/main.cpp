@@ -26,6 +26,9 @@ const std::map<std::string, command>& commands() {
   static const std::map<std::string, command> table{
       {"info", {atomr::apps::run_info, "every rank's node, devices and library versions (collective; rank 0 prints)"}},
       {"topo", {atomr::apps::run_topo, "every rank's GPU links, islands and CPU/NUMA locality (--json, --dot)"}},
+      {"doctor",
+       {atomr::apps::run_doctor,
+        "checks every rank's device, every pair's link and the collectives; names the outliers (exit 1)"}},
       {"bench",
        {atomr::apps::run_bench,
         "benchmarks, each against its raw baseline: wire, actors, p2p, device, coll, route, fetch"}},

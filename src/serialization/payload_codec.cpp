@@ -1,7 +1,7 @@
 #include "atomr/serialization/payload_codec.hpp"
 
 #include "atomr/common/log.hpp"
-#include "atomr/common/tunables.hpp"
+#include "atomr/serialization/tunables.hpp"
 
 namespace atomr::serialization {
 

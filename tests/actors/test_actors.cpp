@@ -265,7 +265,12 @@ TEST(Actors, SystemShutdownDrainsAndJoinsEveryThread) {
     ASSERT_TRUE(f.ready());
     EXPECT_EQ(f.get().error_value().code(), errc::unavailable);
   }
-  EXPECT_EQ(started(), 0U);  // every thread the system started was joined
+  // Every thread the system started was joined. pthread_join returns once the kernel clears the
+  // thread's tid, a moment before the task leaves /proc/self/task, so a joined thread may still be
+  // listed briefly: wait (bounded) for the listing to catch up rather than read it once.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (started() != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(started(), 0U);
 }
 
 // --- bounded mailboxes ------------------------------------------------------------------------------

@@ -16,16 +16,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool lane_off() {
-  const char* v = std::getenv("ATOMR_DEVICE_INLINE");
-  return v != nullptr && std::string_view(v) == "0";
-}
-
 class InlineLane : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (lane_off()) GTEST_SKIP() << "ATOMR_DEVICE_INLINE=0 in the environment: the lane is off";
-  }
   actor_system sys_;
   device dev_ = device::start(sys_, 0, device_kind::host).value();
 };

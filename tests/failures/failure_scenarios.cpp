@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   const int pid = static_cast<int>(::getpid());
   MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, (*session)->world());
 
-  // ATOMR_SCENARIO_DEVICE=cuda: each rank's world runs on GPU 0 with NCCL (the GPU machine; ranks
+  // ATOMR_SCENARIO_DEVICE=cuda: each rank's world runs on GPU 0 with NCCL (a GPU host; ranks
   // sharing one GPU need NCCL_HOSTID per rank, launch/own-nccl-host), so that shrink goes through
   // ncclCommShrink, and fetches go GPU to GPU.
   const char* kind = std::getenv("ATOMR_SCENARIO_DEVICE");

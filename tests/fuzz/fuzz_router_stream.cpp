@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "../../src/cluster/router_stream.hpp"
+#include "atomr/cluster/router/stream.hpp"
 #include "atomr/serialization/envelope.hpp"
 
 namespace {

@@ -8,11 +8,11 @@
 #include <set>
 
 #include "atomr/cluster/gather.hpp"
-#include "atomr/cluster/launch_env.hpp"
 #include "atomr/cluster/liveness.hpp"
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/mpi_session.hpp"
 #include "atomr/common/context.hpp"
+#include "atomr/common/launch_env.hpp"
 #include "atomr/serialization/payload_codec.hpp"
 
 namespace atomr {
@@ -79,11 +79,11 @@ TEST(Bootstrap, NodeIdentityIsConsistentAcrossRanks) {
 // Whatever started the ranks (mpirun here, srun in the slurm test), the launcher's variables name
 // the same rank, size and node-local rank that MPI reports.
 TEST(Bootstrap, LauncherVariablesAgreeWithMpi) {
-  auto env = cluster::read_launch_env();
+  auto env = read_launch_env();
   ASSERT_TRUE(env) << env.error_value();
   auto mine = cluster::discover_node_identity(MPI_COMM_WORLD);
   ASSERT_TRUE(mine) << mine.error_value();
-  if (env->launcher == cluster::launcher_kind::none) GTEST_SKIP() << "started without a launcher (singleton)";
+  if (env->launcher == launcher_kind::none) GTEST_SKIP() << "started without a launcher (singleton)";
   const auto launcher = to_string(env->launcher);
   ASSERT_TRUE(env->rank.has_value()) << launcher << " set no rank variable";
   EXPECT_EQ(*env->rank, mine->world_rank) << launcher;

@@ -1,6 +1,6 @@
 // Calls of many collectives, on the host backend (and, as gpu_world_calls_test, on each rank's GPU
-// with NCCL): submit_all calls planned whole, submit_group calls and their bulk calls, prepared
-// calls, kept calls (world_options::group_cache) and all_reduce_group, with exact expected values.
+// with NCCL): per-request groups planned whole, submit_group calls and their bulk calls, prepared
+// calls, kept calls (world_options::group_cache) and submit_group(buffers), with exact expected values.
 // (Split from test_world_collectives.cpp: each program's run stays well inside a minute on the GPU
 // machine, where every test makes a world of its own.)
 #include <unistd.h>
@@ -30,7 +30,7 @@ TEST_F(Collectives, LongSubmitAllCallsArePlannedWholeAndHandedOverInParts) {
   constexpr int k = 1000;
   const auto bufs = counting_buffers(k, 8);
   auto specs = sums_in_place(bufs);
-  auto done = w->submit_all(std::move(specs));
+  auto done = w->submit_group(std::move(specs), cluster::each_request);
   ASSERT_EQ(done.size(), static_cast<std::size_t>(k));
   for (auto& f : done) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
@@ -49,7 +49,7 @@ TEST_F(Collectives, ASubmitGroupCallHasOneFutureThatEndsWithItsLastRequest) {
   // is (the engine counts a request complete before the mark that ends the call's future). As
   // bulk calls (the default): four of 256 at most, agreed on in one exchange (their run) and each
   // issued as one packed batch; alone, a rank takes each bulk call's own cuts. Without them:
-  // planned and packed as submit_all's, in one agreement.
+  // planned and packed as the per-request submit_group's, in one agreement.
   for (const bool bulk : {true, false}) {
     SCOPED_TRACE(bulk ? "bulk calls" : "one request each");
     cluster::world_options o;
@@ -375,15 +375,15 @@ TEST_F(Collectives, AKeptCallLetsGoOfItsBuffersOnceUnsubmittedForASecond) {
 }
 
 TEST_F(Collectives, AllReduceGroupSumsEveryBufferAndMeetsSubmitGroupCalls) {
-  // all_reduce_group on even ranks, the same sums as submit_group calls on odd ones, five times:
+  // submit_group(buffers) on even ranks, the same sums as submit_group calls on odd ones, five times:
   // every call sums what the one before left, and from the third on each rank submits its kept
-  // call (all_reduce_group by comparing the buffers, without specs).
+  // call (submit_group(buffers) by comparing the buffers, without specs).
   auto w = make_world();
   ASSERT_TRUE(w);
   constexpr int k = 300;
   const auto bufs = counting_buffers(k, 4);
   for (int t = 1; t <= 5; ++t) {
-    auto done = rank_ % 2 == 0 ? w->all_reduce_group(std::span<const local::gpu_ref<float>>(bufs))
+    auto done = rank_ % 2 == 0 ? w->submit_group(std::span<const local::gpu_ref<float>>(bufs))
                                : w->submit_group(sums_in_place(bufs));
     ASSERT_TRUE(done.get()) << "call " << t;
     for (int i = 0; i < k; i += 11) {
@@ -396,9 +396,9 @@ TEST_F(Collectives, AllReduceGroupSumsEveryBufferAndMeetsSubmitGroupCalls) {
   EXPECT_EQ(w->stats().requests, 5u * k);
   // A few buffers (not bulk calls), the maximum, and none.
   const std::vector<local::gpu_ref<float>> few(bufs.begin(), bufs.begin() + 3);
-  ASSERT_TRUE(w->all_reduce_group(std::span<const local::gpu_ref<float>>(few), reduce_op::max).get());
+  ASSERT_TRUE(w->submit_group(std::span<const local::gpu_ref<float>>(few), reduce_op::max).get());
   EXPECT_EQ(read(bufs[2]), std::vector<float>(4, summed(2, 5)));  // (every rank held the same)
-  EXPECT_TRUE(w->all_reduce_group(std::span<const local::gpu_ref<float>>()).get());
+  EXPECT_TRUE(w->submit_group(std::span<const local::gpu_ref<float>>()).get());
   EXPECT_EQ(w->stats().requests, 5u * k + 3);
 }
 
@@ -418,7 +418,7 @@ TEST_F(Collectives, ABulkCallMetByAnotherCallFailsNamingIt) {
 
 TEST_F(Collectives, ABulkCallMetByTheSameRequestsMadeOneByOneFailsNamingIt) {
   // A call of 200 small all_reduces, made with submit_group (a bulk call) on one side and with
-  // submit_all (its requests one by one) on the other: the offers are of the same length, and
+  // submit_group(each_request) (its requests one by one) on the other: the offers are of the same length, and
   // before they said what they were of, each side went on with batches the other need not
   // match. Every future of every rank fails saying the ranks made different calls, whichever
   // side rank 0 is on.
@@ -431,7 +431,7 @@ TEST_F(Collectives, ABulkCallMetByTheSameRequestsMadeOneByOneFailsNamingIt) {
     if ((rank_ == 0) == rank0_groups) {
       results.push_back(w->submit_group(sums_in_place(bufs)).get());
     } else {
-      for (auto& f : w->submit_all(sums_in_place(bufs))) results.push_back(f.get());
+      for (auto& f : w->submit_group(sums_in_place(bufs), cluster::each_request)) results.push_back(f.get());
       EXPECT_EQ(results.size(), 200u);
     }
     for (const auto& r : results) {
@@ -457,7 +457,7 @@ TEST_F(Collectives, ALoneRequestMetByABulkCallFailsNamingIt) {
 }
 
 TEST_F(Collectives, ASubmitGroupCallOfMixedCollectivesMatchesSubmitAllOnOtherRanks) {
-  // Rank 0 hands the call over with submit_group, the others with submit_all: the same requests
+  // Rank 0 hands the call over with submit_group, the others with submit_group(each_request): the same requests
   // in the same order, so they match. All_gathers, a broadcast and sums, some reading what an
   // earlier one writes.
   auto w = make_world();
@@ -475,7 +475,7 @@ TEST_F(Collectives, ASubmitGroupCallOfMixedCollectivesMatchesSubmitAllOnOtherRan
   if (rank_ == 0) {
     ASSERT_TRUE(w->submit_group(std::move(specs)).get());
   } else {
-    for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+    for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get());
   }
   std::vector<std::int32_t> expected;
   for (int r = 0; r < size_; ++r) expected.insert(expected.end(), k, r * 10 + 1);
@@ -523,7 +523,7 @@ TEST_F(Collectives, APlannedCallCutsItsBatchesWhereTheTypeChanges) {
   for (const auto& b : ints) {
     specs.push_back({coll_kind::all_reduce, local::dtype::i32, {reduce_op::max, 0, 0}, {b.block()}, {b.block()}});
   }
-  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
     ASSERT_EQ(read(floats[static_cast<std::size_t>(i)]), std::vector<float>(4, summed(i, 1))) << "float " << i;
     ASSERT_EQ(read(ints[static_cast<std::size_t>(i)]), std::vector<std::int32_t>(4, (size_ - 1) * 1000 + i))
@@ -548,7 +548,7 @@ TEST_F(Collectives, RanksWithDifferentCallBatchesStillAgreeOnThePlan) {
   constexpr int k = 600;
   const auto bufs = counting_buffers(k, 4);
   auto specs = sums_in_place(bufs);
-  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
     ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(4, summed(i, 1))) << "buffer " << i;
   }
@@ -579,7 +579,7 @@ TEST_F(Collectives, AWholePlanOfMixedSizesOutOfPlaceIsOnePackedBatchAndExact) {
     out.push_back(buffer(std::vector<float>(length(i), -1.0f)));
     specs.push_back({coll_kind::all_reduce, local::dtype::f32, {}, {in.back().block()}, {out.back().block()}});
   }
-  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
     const auto u = static_cast<std::size_t>(i);
     std::vector<float> sent(length(i)), sum(length(i));
@@ -603,7 +603,7 @@ TEST_F(Collectives, ACallLongerThanOnePlanGoesOnInParts) {
   constexpr int k = 1500;
   const auto bufs = counting_buffers(k, 2);
   auto specs = sums_in_place(bufs);
-  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
     ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(2, summed(i, 1))) << "buffer " << i;
   }
@@ -626,16 +626,16 @@ TEST_F(Collectives, RanksThatSplitACallDifferentlyStillAgreeOnThePacking) {
     auto specs = sums_in_place(bufs);
     std::vector<cluster::future<void>> done;
     if (rank_ % 2 == 0) {
-      done = w->submit_all(std::move(specs));
+      done = w->submit_group(std::move(specs), cluster::each_request);
     } else {
       std::vector<cluster::coll_spec> first(specs.begin(), specs.begin() + static_cast<std::ptrdiff_t>(split));
       std::vector<cluster::coll_spec> rest(specs.begin() + static_cast<std::ptrdiff_t>(split), specs.end());
       if (one_by_one) {
         for (auto& spec : first) done.push_back(w->submit(std::move(spec)));
       } else {
-        done = w->submit_all(std::move(first));
+        done = w->submit_group(std::move(first), cluster::each_request);
       }
-      for (auto& f : w->submit_all(std::move(rest))) done.push_back(std::move(f));
+      for (auto& f : w->submit_group(std::move(rest), cluster::each_request)) done.push_back(std::move(f));
     }
     ASSERT_EQ(done.size(), static_cast<std::size_t>(k));
     for (auto& f : done) ASSERT_TRUE(f.get());
@@ -706,7 +706,7 @@ TEST_F(Collectives, FinishedRequestsAreFreedWhileCallsComeBackToBack) {
     for (const auto& b : bufs) {
       specs.push_back({coll_kind::all_reduce, local::dtype::f32, {reduce_op::max, 0, 0}, {b.block()}, {b.block()}});
     }
-    for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get()) << "call " << c;
+    for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get()) << "call " << c;
   }
   for (int i = 0; i < k; i += 97) {
     ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(8, static_cast<float>(size_ - 1 + i)))
@@ -720,7 +720,7 @@ TEST_F(Collectives, FinishedRequestsAreFreedWhileCallsComeBackToBack) {
 }
 
 TEST_F(Collectives, ACallsFinishedRequestsLetGoOfTheirBuffers) {
-  // The engine frees a submit_all call's finished requests between its turns, and all of them
+  // The engine frees a per-request group's finished requests between its turns, and all of them
   // once nothing is open: whether or not another call comes, no request holds a buffer for long
   // after its call ended, and the program's reference is then the only one left. (A packed
   // batch replayed as a CUDA graph holds its buffers in the graph, as a single request's graph
@@ -743,7 +743,7 @@ TEST_F(Collectives, ACallsFinishedRequestsLetGoOfTheirBuffers) {
     while (!only_ours(bufs) && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
     return only_ours(bufs);
   };
-  for (auto& f : w->submit_all(sums_in_place(first))) ASSERT_TRUE(f.get());
+  for (auto& f : w->submit_group(sums_in_place(first), cluster::each_request)) ASSERT_TRUE(f.get());
   EXPECT_TRUE(soon(first)) << "no further call";
   for (int c = 0; c < 3; ++c) {
     ASSERT_TRUE(w->submit_group(sums_in_place(c % 2 == 0 ? second : first)).get()) << "call " << c;
@@ -771,7 +771,7 @@ TEST_F(Collectives, ACallThatReusesABufferIsHandedOverInOneGo) {
   std::vector<cluster::coll_spec> specs;
   specs.push_back(sum_in_place(bufs[0]));
   for (const auto& b : bufs) specs.push_back(sum_in_place(b));
-  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get());
   EXPECT_EQ(read(bufs[0]), std::vector<float>(8, summed(0, 2)));
   EXPECT_EQ(read(bufs[k - 1]), std::vector<float>(8, summed(k - 1, 1)));
   if (size_ > 1) {

@@ -201,8 +201,9 @@ TEST_F(Collectives, SendRecvAroundARing) {
   auto in = buffer(std::vector<float>(500));
   // Submitted together, they are issued as one group: no rank waits for its receive before it
   // sends, and on one rank the send to itself finds its receive (NCCL requires both in a group).
-  auto done = w->submit_all({{coll_kind::send, local::dtype::f32, {reduce_op::sum, next, 0}, {out.block()}, {}},
-                             {coll_kind::recv, local::dtype::f32, {reduce_op::sum, prev, 0}, {}, {in.block()}}});
+  auto done = w->submit_group({{coll_kind::send, local::dtype::f32, {reduce_op::sum, next, 0}, {out.block()}, {}},
+                               {coll_kind::recv, local::dtype::f32, {reduce_op::sum, prev, 0}, {}, {in.block()}}},
+                              cluster::each_request);
   ASSERT_TRUE(done[0].get());
   ASSERT_TRUE(done[1].get());
   EXPECT_EQ(read(in), inputs<float>(reduce_op::sum, prev, 500));
@@ -316,7 +317,7 @@ TEST_F(Collectives, SmallAllReducesSubmittedTogetherArePacked) {
   auto specs = sums_in_place(bufs);
   // A second reduction of buffer 0 depends on the first: it must not be packed with it.
   specs.push_back(sum_in_place(bufs[0]));
-  auto done = w->submit_all(std::move(specs));
+  auto done = w->submit_group(std::move(specs), cluster::each_request);
   for (auto& f : done) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
     ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(512, summed(i, i == 0 ? 2 : 1)))
@@ -348,7 +349,7 @@ TEST_F(Collectives, LargePacksInFlightTogetherStayExact) {
       sets.back().push_back(buffer(std::vector<float>(512, static_cast<float>(rank_) + value(c, i))));
     std::vector<cluster::coll_spec> specs;
     for (const auto& b : sets.back()) specs.push_back(sum_in_place(b));
-    for (auto& f : w->submit_all(std::move(specs))) done.push_back(std::move(f));
+    for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) done.push_back(std::move(f));
   }
   for (auto& f : done) ASSERT_TRUE(f.get());
   for (int c = 0; c < k_calls; ++c) {
@@ -468,11 +469,11 @@ TEST_F(Collectives, ASmallSharedMemoryRingWrapsAroundWithManyReductionsInFlight)
       done.push_back(w->all_reduce(bufs.back(), cluster::reduce_op::sum));
     }
     if (together.size() == 50) {
-      for (auto& f : w->submit_all(std::move(together))) done.push_back(std::move(f));
+      for (auto& f : w->submit_group(std::move(together), cluster::each_request)) done.push_back(std::move(f));
       together.clear();
     }
   }
-  for (auto& f : w->submit_all(std::move(together))) done.push_back(std::move(f));
+  for (auto& f : w->submit_group(std::move(together), cluster::each_request)) done.push_back(std::move(f));
   for (auto& f : done) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
     const auto got = read(bufs[static_cast<std::size_t>(i)]);
@@ -557,7 +558,7 @@ TEST_F(Collectives, DirectReductionsMixBuffersInAndOutOfTheSharedArena) {
       std::vector<cluster::coll_spec> call(
           specs->begin() + static_cast<std::ptrdiff_t>(at),
           specs->begin() + static_cast<std::ptrdiff_t>(std::min(at + k_call, specs->size())));
-      for (auto& f : w->submit_all(std::move(call))) done.push_back(std::move(f));
+      for (auto& f : w->submit_group(std::move(call), cluster::each_request)) done.push_back(std::move(f));
     }
   }
   for (auto& f : done) ASSERT_TRUE(f.get());
@@ -600,7 +601,7 @@ TEST_F(Collectives, RequestsSubmittedTogetherPackInsideTheLatencyWindow) {
   constexpr int k = 100;
   const auto bufs = counting_buffers(k, 64);
   auto specs = sums_in_place(bufs);
-  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
     ASSERT_EQ(read(bufs[static_cast<std::size_t>(i)]), std::vector<float>(64, summed(i, 1))) << "buffer " << i;
   }
@@ -631,7 +632,7 @@ TEST_F(Collectives, ALatencyBoundCallerSkipsTheExchangeAfterThreeLoneOnes) {
 }
 
 TEST_F(Collectives, ASubmitAllCallsFuturesRunTheirContinuationsOnceWithSuccess) {
-  // A submit_all call's futures hear by the world's done mark and are settled after: each
+  // A per-request group's futures hear by the world's done mark and are settled after: each
   // continuation added before the mark runs once, at the settle (by the world's end at the
   // latest); one added after runs at once; every value is right.
   auto w = make_world();
@@ -639,7 +640,7 @@ TEST_F(Collectives, ASubmitAllCallsFuturesRunTheirContinuationsOnceWithSuccess) 
   constexpr int k = 300;
   const auto bufs = counting_buffers(k, 16);
   auto specs = sums_in_place(bufs);
-  auto done = w->submit_all(std::move(specs));
+  auto done = w->submit_group(std::move(specs), cluster::each_request);
   std::atomic<int> before{0}, after{0}, failed{0};
   for (auto& f : done) {
     f.then([&](const result<void>& r) { (r ? before : failed).fetch_add(1); });
@@ -689,7 +690,7 @@ TEST_F(Collectives, ARunOfRequestsThatCannotPackNeedsOneAgreementPer1024) {
   constexpr int k = 1100;
   auto b = buffer(std::vector<std::uint64_t>(4, 3));
   std::vector<cluster::coll_spec> specs(k, {coll_kind::all_reduce, local::dtype::u64, {}, {b.block()}, {b.block()}});
-  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get());
   std::uint64_t expected = 3;  // modulo 2^64, as the sums wrap
   for (int i = 0; i < k; ++i) expected *= static_cast<std::uint64_t>(size_);
   EXPECT_EQ(read(b), std::vector<std::uint64_t>(4, expected));
@@ -705,10 +706,10 @@ TEST_F(Collectives, ARunOfRequestsThatCannotPackNeedsOneAgreementPer1024) {
 TEST_F(Collectives, BackToBackSumsOnOneBufferAgreeOnEveryPlan) {
   // Small sums submitted without waiting, each on the buffer the one before wrote: plan after plan
   // of requests that each start a batch, agreed by point-to-point exchanges (host_allreduce),
-  // with the ranks submitting alike or not (one by one here, one submit_all call there). Ranks
+  // with the ranks submitting alike or not (one by one here, one per-request group there). Ranks
   // that exchanged unalike would hang (the test's deadline) or sum wrongly.
   for (const bool mixed : {false, true}) {
-    SCOPED_TRACE(mixed ? "odd ranks in one submit_all call" : "one by one");
+    SCOPED_TRACE(mixed ? "odd ranks in one per-request group" : "one by one");
     auto w = make_world();
     ASSERT_TRUE(w);
 #if ATOMR_WORLD_TEST_CUDA
@@ -722,7 +723,7 @@ TEST_F(Collectives, BackToBackSumsOnOneBufferAgreeOnEveryPlan) {
     const cluster::coll_spec one{coll_kind::all_reduce, local::dtype::u64, {}, {b.block()}, {b.block()}};
     std::vector<cluster::future<void>> done;
     if (mixed && rank_ % 2 == 1) {
-      done = w->submit_all(std::vector<cluster::coll_spec>(k, one));
+      done = w->submit_group(std::vector<cluster::coll_spec>(k, one), cluster::each_request);
     } else {
       for (int i = 0; i < k; ++i) done.push_back(w->submit(cluster::coll_spec(one)));
     }
@@ -752,7 +753,7 @@ TEST_F(Collectives, RanksThatQueueDifferentlyStillAgreeOnThePacking) {
   if (rank_ % 2 == 0) {
     for (auto& spec : specs) done.push_back(w->submit(std::move(spec)));
   } else {
-    done = w->submit_all(std::move(specs));
+    done = w->submit_group(std::move(specs), cluster::each_request);
   }
   for (auto& f : done) ASSERT_TRUE(f.get());
   for (int i = 0; i < k; ++i) {
@@ -780,7 +781,7 @@ TEST_F(Collectives, CollectivesSubmittedTogetherGoInOneGroup) {
   specs.push_back({coll_kind::broadcast, local::dtype::i32, {reduce_op::sum, 0, 0}, {bcast.block()}, {bcast.block()}});
   auto again = buffer(std::vector<std::int32_t>(k * n * n, -1));
   specs.push_back({coll_kind::all_gather, local::dtype::i32, {}, {recvs[0].block()}, {again.block()}});
-  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get());
 
   for (std::size_t i = 0; i < 3; ++i) {
     std::vector<std::int32_t> expected;
@@ -810,7 +811,7 @@ TEST_F(Collectives, WithPackingOffRequestsSubmittedTogetherAreGroupedInstead) {
     bufs.push_back(buffer(std::vector<std::int32_t>(4, i)));
     specs.push_back({coll_kind::all_reduce, local::dtype::i32, {}, {bufs.back().block()}, {bufs.back().block()}});
   }
-  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get());
   EXPECT_EQ(w->stats().packed, 0u);
   EXPECT_EQ(w->stats().grouped, 10u);
   EXPECT_EQ(w->stats().issues, 1u);

@@ -11,7 +11,7 @@
 #include <set>
 #include <string>
 
-#include "comm_backend.hpp"
+#include "atomr/cluster/engine/backend_wrapper.hpp"
 #include "world_fixture.hpp"
 
 namespace atomr {
@@ -268,7 +268,7 @@ class GraphVotes : public testing::world_fixture {
     return world_size > 1 && !off ? votes : 0;
   }
   // One round of a packed call: `bufs[i]` (send, recv) gets this rank's values for round t (plus
-  // 10000 i, so that buffers differ), all go in one submit_all call, and every sum is checked.
+  // 10000 i, so that buffers differ), all go in one per-request group, and every sum is checked.
   using buffer_pairs = std::vector<std::pair<local::gpu_ref<std::int32_t>, local::gpu_ref<std::int32_t>>>;
   // k (send, recv) pairs of n ints (send 0, recv -1).
   buffer_pairs make_pairs(std::size_t k, std::size_t n) {
@@ -302,7 +302,7 @@ class GraphVotes : public testing::world_fixture {
     }
     return specs;
   }
-  // Round t of a packed call: new inputs, the call (submit_all; submit_group if `group`; or the
+  // Round t of a packed call: new inputs, the call (submit_group(each_request); submit_group if `group`; or the
   // prepared call submitted), then every sum checked.
   void packed_round(cluster::world& w, int t, const buffer_pairs& bufs, std::size_t n, bool group = false,
                     const cluster::group_call* prepared = nullptr) {
@@ -319,7 +319,8 @@ class GraphVotes : public testing::world_fixture {
     } else if (group) {
       ASSERT_TRUE(w.submit_group(pair_specs(bufs)).get()) << "round " << t;
     } else {
-      for (auto& done : w.submit_all(pair_specs(bufs))) ASSERT_TRUE(done.get()) << "round " << t;
+      for (auto& done : w.submit_group(pair_specs(bufs), cluster::each_request))
+        ASSERT_TRUE(done.get()) << "round " << t;
     }
     for (std::size_t i = 0; i < bufs.size(); ++i) {
       std::vector<std::int32_t> want(n, 0);
@@ -620,7 +621,7 @@ TEST_F(GraphVotes, BackToBackRequestsGoAsChainsInOrder) {
 }
 
 TEST_F(GraphVotes, RanksThatQueueDifferentlyDecideAlike) {
-  // Even ranks submit one request at a time, odd ranks all in one submit_all call, so their
+  // Even ranks submit one request at a time, odd ranks all in one per-request group, so their
   // queues, plans and groups are made up differently: small all_reduces (which pack), all_gathers
   // (which group) and large all_reduces, each kind on a few buffers used again and again.
   auto w = make_world();
@@ -649,7 +650,7 @@ TEST_F(GraphVotes, RanksThatQueueDifferentlyDecideAlike) {
   if (rank_ % 2 == 0) {
     for (auto& spec : specs) done.push_back(w->submit(std::move(spec)));
   } else {
-    done = w->submit_all(std::move(specs));
+    done = w->submit_group(std::move(specs), cluster::each_request);
   }
   for (auto& f : done) ASSERT_TRUE(f.get());
   for (std::size_t i = 0; i < 3; ++i) {
@@ -679,7 +680,7 @@ TEST_F(GraphVotes, CollectivesSubmittedTogetherStillGoInOneGroup) {
     out.push_back(buffer(std::vector<std::int32_t>(4 * p, -1)));
     specs.push_back({coll_kind::all_gather, local::dtype::i32, {}, {in.back().block()}, {out.back().block()}});
   }
-  for (auto& f : w->submit_all(std::move(specs))) ASSERT_TRUE(f.get());
+  for (auto& f : w->submit_group(std::move(specs), cluster::each_request)) ASSERT_TRUE(f.get());
   for (std::size_t i = 0; i < 4; ++i) {
     const auto g = read(out[i]);
     for (std::size_t r = 0; r < p; ++r) EXPECT_EQ(g[r * 4], static_cast<std::int32_t>(r + i)) << i << " " << r;
@@ -692,10 +693,10 @@ TEST_F(GraphVotes, CollectivesSubmittedTogetherStillGoInOneGroup) {
 }
 
 // Lone small all_reduces, each waited for, open the latency window (lone requests skip the
-// packing exchange). A submit_all call met there still packs whole: its head goes through a vote
+// packing exchange). A per-request group met there still packs whole: its head goes through a vote
 // (ranks that submitted it differently must all take the window alike), which closes the window
-// and sends the head back to planning (GPU call 1 of the seventeenth session: the head was
-// issued alone and the call went in two issues).
+// and sends the head back to planning (without the vote the head was issued alone and the call
+// went in two issues).
 TEST_F(GraphVotes, ASubmitAllCallMetInTheLatencyWindowStillPacksWhole) {
   for (const bool mixed : {false, true}) {
     auto w = make_world();
@@ -714,7 +715,7 @@ TEST_F(GraphVotes, ASubmitAllCallMetInTheLatencyWindowStillPacksWhole) {
     if (mixed && rank_ % 2 == 1) {
       for (auto& spec : specs) done.push_back(w->submit(std::move(spec)));
     } else {
-      done = w->submit_all(std::move(specs));
+      done = w->submit_group(std::move(specs), cluster::each_request);
     }
     for (auto& f : done) ASSERT_TRUE(f.get());
     for (int i = 0; i < k; ++i) {

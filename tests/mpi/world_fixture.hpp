@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "../support/element_values.hpp"
 #include "atomr/cluster/world.hpp"
 #include "atomr/local/device/half.hpp"
 #if ATOMR_WORLD_TEST_CUDA
@@ -16,25 +17,6 @@
 #endif
 
 namespace atomr::testing {
-
-template <typename T>
-T from_double(double v) {
-  if constexpr (std::is_same_v<T, local::f16_t>) {
-    return local::to_f16(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<T, local::bf16_t>) {
-    return local::to_bf16(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-template <typename T>
-double to_double(T v) {
-  if constexpr (std::is_same_v<T, local::f16_t> || std::is_same_v<T, local::bf16_t>) {
-    return local::to_float(v);
-  } else {
-    return static_cast<double>(v);
-  }
-}
 
 class world_fixture : public ::testing::Test {
  protected:

@@ -2,10 +2,10 @@
 """Tests of launch/atomr-report: the plots (SVG axis labels, series names, point counts), the
 Markdown table against the inputs' numbers, the baseline comparison, and one clear line for bad
 input. The inputs are stored results in data/ (an nccl-tests output on 2x H200; bench coll, p2p,
-route and fetch JSON as src/apps/bench writes it, from runs recorded in docs/results and
-docs/gpu-results.md) and, with --atomr, a fresh host-backend `atomr bench coll` run on 2 ranks.
+route and fetch JSON as src/apps/bench writes it, from runs on 2x H200 and 2x H100) and, with --atomr, a fresh host-backend `atomr bench coll` run on 2 ranks.
 Quickstart checks that launch/quickstart reports on the JSON wherever -J put it (its build and
-benchmark replaced by stubs).
+benchmark replaced by stubs). Performance and PerformancePage check --performance on a fixture and
+that docs/performance.md is what it makes of docs/results.
 
   test_report.py --script launch/atomr-report --data tests/report/data [--atomr bin/atomr --launch launch/atomr-launch]
 """
@@ -399,12 +399,19 @@ class Quickstart(unittest.TestCase):
             self.assertGreater(os.path.getsize(os.path.join(report, name)), 100, name)
         bench = [l for l in read(self.log).splitlines() if " bench coll " in l]
         self.assertEqual(len(bench), 1)
+        # No atomr built with CUDA here (the build is a stub): the host backend, and it says so.
+        self.assertIn("quickstart: no GPU for atomr here: 2 ranks on the host backend (MPI)", r.stdout)
+        self.assertTrue(bench[0].startswith("-n 2 -g 0 "), bench[0])
         return read(os.path.join(report, "summary.md")), bench[0]
+
+    def test_two_ranks_without_a_gpu_by_default(self):
+        self.quickstart()
+        self.assertTrue(read(self.log).splitlines()[0].endswith("/bin/atomr info"), read(self.log))
 
     def test_its_own_json(self):
         md, bench = self.quickstart("2")
         own = os.path.join(self.build, "quickstart", "coll.json")
-        self.assertTrue(bench.endswith(f"bench coll all_reduce -b 8 -e 64M -f 4 -J {own}"), bench)
+        self.assertTrue(bench.endswith(f"bench coll all_reduce -b 8 -e 64M -f 4 --host -J {own}"), bench)
         self.assertIn(f"- atomr all_reduce (2r nccl, NVIDIA H200 (vm), 0b2a7ea): `{own}`", md)
 
     def test_the_callers_json(self):
@@ -415,12 +422,84 @@ class Quickstart(unittest.TestCase):
             with self.subTest(form=form):
                 path = os.path.join(mine, form[-1].rpartition("/")[2])
                 md, bench = self.quickstart("2", "all_reduce", "-b", "8", *form, "-e", "1M")
-                self.assertTrue(bench.endswith(" bench coll all_reduce -b 8 " + " ".join(form) + " -e 1M"), bench)
+                self.assertTrue(bench.endswith(" bench coll all_reduce -b 8 " + " ".join(form) + " -e 1M --host"), bench)
                 self.assertIn(f"- atomr all_reduce (2r nccl, NVIDIA H200 (vm), 0b2a7ea): `{path}`", md)
                 rows = table_rows(md, "## all_reduce, 2 rank(s)")
                 self.assertEqual([int(r[0]) for r in rows], [8, 512, 32768, 2097152])
                 os.remove(self.log)
         self.assertFalse(os.path.exists(os.path.join(self.build, "quickstart", "coll.json")))
+
+
+class Performance(unittest.TestCase):
+    """--performance on a small fixture: one machine folder with a coll, a route and a fetch file
+    and their commands; the page names the hardware and command of each table and holds the
+    files' numbers. Then the errors: a JSON file not listed, a listed one missing."""
+
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="atomr-performance-")
+        self.machine = os.path.join(self.root, "box")
+        os.makedirs(self.machine)
+        shutil.copy(data("coll_all_reduce_h200x2.json"), os.path.join(self.machine, "small.json"))
+        shutil.copy(data("fetch_ipc_2r.json"), os.path.join(self.machine, "fetch.json"))
+        self.meta = {"title": "Two test GPUs", "hardware": "2x Test GPU, NV4", "software": "NCCL 9.9.9",
+                     "commands": {"small": "mpirun -np 2 atomr bench coll all_reduce -b 8 -e 2M -f 64",
+                                  "fetch": "mpirun -np 2 atomr bench fetch"}}
+        self.write_meta()
+
+    def tearDown(self):
+        shutil.rmtree(self.root)
+
+    def write_meta(self):
+        with open(os.path.join(self.machine, "machine.json"), "w", encoding="utf-8") as f:
+            json.dump(self.meta, f)
+
+    def test_the_page(self):
+        r = run_report("--performance", self.root)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        page = r.stdout
+        self.assertIn("## Two test GPUs\n", page)
+        self.assertIn("- Hardware: 2x Test GPU, NV4\n", page)
+        self.assertIn("- Software: NCCL 9.9.9\n", page)
+        self.assertIn("```\nmpirun -np 2 atomr bench coll all_reduce -b 8 -e 2M -f 64\n```", page)
+        self.assertIn("```\nmpirun -np 2 atomr bench fetch\n```", page)
+        coll = load_json("coll_all_reduce_h200x2.json")
+        first = coll["rows"][0]
+        a, b = first["out_of_place"]["time_us"], first["raw_out_of_place"]["time_us"]
+        self.assertIn(f"| 8 B | {a:.2f} | {b:.2f} | {a - b:+.2f} | {first['ratio']:.2f} |", page)
+        fetch = load_json("fetch_ipc_2r.json")
+        row = fetch["rows"][-1]
+        self.assertIn(f" | {row['atomr_us']:.2f} | {row['raw_us']:.2f} | ", page)
+        self.assertIn("path cuda_ipc", page)
+        self.assertLess(page.index("(`small.json`)"), page.index("(`fetch.json`)"))  # machine.json's order
+        out = os.path.join(self.root, "page.md")
+        r = run_report("--performance", self.root, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(read(out), page)
+
+    def test_a_file_not_listed(self):
+        shutil.copy(data("route_2r.json"), os.path.join(self.machine, "route.json"))
+        r = run_report("--performance", self.root)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, f"atomr-report: error: {self.machine}: route not listed in machine.json's commands\n")
+
+    def test_a_listed_file_missing(self):
+        self.meta["commands"]["gone"] = "atomr bench coll"
+        self.write_meta()
+        r = run_report("--performance", self.root)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("gone.json", r.stderr)
+
+
+class PerformancePage(unittest.TestCase):
+    """docs/performance.md is what the generator makes of docs/results: it cannot drift from the
+    JSON. (Regenerate: launch/atomr-report --performance docs/results -o docs/performance.md.)"""
+
+    def test_it_matches_the_results(self):
+        r = run_report("--performance", ARGS.results)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, read(ARGS.page),
+                         "docs/performance.md is out of date: run launch/atomr-report --performance docs/results "
+                         "-o docs/performance.md")
 
 
 class HostBackendRun(unittest.TestCase):
@@ -488,5 +567,7 @@ if __name__ == "__main__":
     p.add_argument("--data", required=True)
     p.add_argument("--atomr")
     p.add_argument("--launch")
+    p.add_argument("--results", help="docs/results, for PerformancePage")
+    p.add_argument("--page", help="docs/performance.md, for PerformancePage")
     ARGS, rest = p.parse_known_args()
     unittest.main(argv=[sys.argv[0], *rest], verbosity=2)

@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "export_table.hpp"
+#include "atomr/cluster/buffers/export_table.hpp"
 
 namespace atomr::cluster::detail {
 namespace {

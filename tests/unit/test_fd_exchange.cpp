@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "fd_exchange.hpp"
+#include "atomr/cluster/buffers/fd_exchange.hpp"
 
 namespace atomr::cluster::detail {
 namespace {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "group_cache.hpp"
+#include "atomr/cluster/engine/group_cache.hpp"
 
 namespace atomr::cluster::detail {
 namespace {

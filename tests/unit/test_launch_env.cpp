@@ -4,7 +4,7 @@
 #include <string>
 
 #include "atomr/cluster/device_plan.hpp"
-#include "atomr/cluster/launch_env.hpp"
+#include "atomr/common/launch_env.hpp"
 
 namespace atomr::cluster {
 namespace {
@@ -136,6 +136,24 @@ TEST(DevicePlan, ParsesDeviceLists) {
     ASSERT_FALSE(r) << bad;
     EXPECT_NE(r.error_value().message().find("comma-separated device indices"), std::string::npos);
   }
+}
+
+TEST(LaunchEnv, RanksOnThisNodeFromTheLauncherOrSlurmsLeadingCountElseOne) {
+  auto on = [](const std::map<std::string, std::string>& vars) {
+    return ranks_on_this_node([&](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    });
+  };
+  EXPECT_EQ(on({}), 1u);
+  EXPECT_EQ(on({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}),
+            4u);
+  EXPECT_EQ(on({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "6"}, {"SLURM_NTASKS_PER_NODE", "3"}}), 3u);
+  EXPECT_EQ(on({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "11"}, {"SLURM_STEP_TASKS_PER_NODE", "4(x2),3"}}), 4u);
+  EXPECT_EQ(on({{"SLURM_TASKS_PER_NODE", "2"}}), 2u);
+  EXPECT_EQ(on({{"MPI_LOCALNRANKS", "5"}}), 5u);
+  EXPECT_EQ(on({{"SLURM_TASKS_PER_NODE", "x"}}), 1u);
+  EXPECT_EQ(on({{"SLURM_TASKS_PER_NODE", "0"}}), 1u);
 }
 
 }  // namespace

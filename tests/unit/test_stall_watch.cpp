@@ -6,7 +6,7 @@
 #include <mutex>
 #include <thread>
 
-#include "stall_watch.hpp"
+#include "atomr/cluster/liveness/stall_watch.hpp"
 
 namespace atomr::cluster::detail {
 namespace {

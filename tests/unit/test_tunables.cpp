@@ -2,7 +2,6 @@
 #include <stdlib.h>
 
 #include <chrono>
-#include <set>
 
 #include "atomr/common/tunables.hpp"
 
@@ -49,17 +48,6 @@ TEST_F(TunablesTest, MicrosecondsOrTheFallbackForAMissingNegativeOrBadValue) {
   EXPECT_EQ(tunable_us_or(k_test_tunable, microseconds(7), "test"), microseconds(7));
   setenv("ATOMR_TEST_TUNABLE_VALUE", "5us", 1);
   EXPECT_EQ(tunable_us_or(k_test_tunable, microseconds(7), "test"), microseconds(7));
-}
-
-TEST(Tunables, EveryDeclaredTunableIsUniqueAndUsesTheAtomrPrefix) {
-  std::set<std::string_view> names;
-  std::set<std::string_view> envs;
-  for (const tunable* t : tunables::k_all) {
-    EXPECT_TRUE(names.insert(t->name).second) << t->name;
-    EXPECT_TRUE(envs.insert(t->env).second) << t->env;
-    EXPECT_TRUE(t->env.starts_with("ATOMR_")) << t->env;
-    EXPECT_FALSE(t->description.empty()) << t->name;
-  }
 }
 
 }  // namespace

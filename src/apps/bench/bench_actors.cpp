@@ -2,6 +2,8 @@
 // between two actors on different threads, and wake-up latency of a parked actor. Each against the
 // raw baseline in the same run: the same moodycamel queue pushed and popped directly by plain
 // threads (the consumer spinning on try_dequeue, or parked on the same semaphore for wake-up).
+// Then the coroutine forms, each beside its callback form (then()) in the same run: co_await of a
+// ready future, an awaited ask between two actors, and a device chain on the host device.
 #include "bench/bench_actors.hpp"
 
 #include <concurrentqueue/concurrentqueue.h>
@@ -14,6 +16,7 @@
 #include <variant>
 
 #include "atomr/local/actors.hpp"
+#include "atomr/local/device/device.hpp"
 #include "bench/measure.hpp"
 
 namespace atomr::apps::bench {
@@ -266,6 +269,135 @@ latency_case latency(std::string name, const std::vector<double>& atomr, const s
           percentile(atomr, 0.99), percentile(raw, 0.5),           percentile(raw, 0.99)};
 }
 
+// --- coroutines beside callbacks ---------------------------------------------------------------
+
+// A ready future, awaited `n` times by one coroutine / given `n` continuations (each runs at once).
+double ready_await_us(long long n) {
+  al::promise<int> p;
+  p.set_value(1);
+  const al::future<int> f = p.get_future();
+  auto body = [](const al::future<int>& ready, long long count) -> al::task<long long> {
+    long long sum = 0;
+    for (long long i = 0; i < count; ++i) {
+      auto v = co_await ready;
+      sum += *v;
+    }
+    co_return sum;
+  };
+  const auto t0 = clock::now();
+  keep(body(f, n).get().value_or(0));
+  return seconds_since(t0) * 1e6 / static_cast<double>(n);
+}
+double ready_then_us(long long n) {
+  al::promise<int> p;
+  p.set_value(1);
+  const al::future<int> f = p.get_future();
+  long long sum = 0;
+  const auto t0 = clock::now();
+  for (long long i = 0; i < n; ++i) f.then([&sum](const result<int>& v) { sum += *v; });
+  const double us = seconds_since(t0) * 1e6 / static_cast<double>(n);
+  keep(sum);
+  return us;
+}
+
+// The ask round trip of `pinger` (then(), the reply told back as a message), as a coroutine: one
+// handler awaits each ask in turn and resumes on its own actor's thread.
+struct run_awaited_pings {
+  int count;
+  al::actor_ref<std::variant<ping>> target;
+  al::reply_to<std::vector<double>> done;
+};
+class awaiting_pinger : public al::coroutine_actor<std::variant<run_awaited_pings>> {
+  al::task<void> handle(std::variant<run_awaited_pings> m) override {
+    auto& job = std::get<run_awaited_pings>(m);
+    std::vector<double> samples;
+    samples.reserve(static_cast<std::size_t>(job.count));
+    for (int i = 0; i < job.count; ++i) {
+      const auto sent = clock::now();
+      (void)co_await job.target.ask<clock::time_point>([](auto r) { return ping{std::move(r)}; }, 10s);
+      samples.push_back(std::chrono::duration<double, std::micro>(clock::now() - sent).count());
+    }
+    job.done.send(std::move(samples));
+  }
+};
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+}
+
+double awaited_ask_us(int round_trips) {
+  al::actor_system sys(al::system_config{.pool_threads = 1});
+  auto b = sys.spawn<ponger>({.dispatch = al::dispatch_kind::dedicated}).value();
+  auto a = sys.spawn<awaiting_pinger>({.dispatch = al::dispatch_kind::dedicated}).value();
+  auto samples = a.ask<std::vector<double>>(
+                      [&](auto r) {
+                        return run_awaited_pings{round_trips, b, std::move(r)};
+                      },
+                      600s)
+                     .get();
+  return mean(samples.value_or(std::vector<double>{}));
+}
+
+// allocate + upload + run + download on the host device, `n` times, each waited for: nested then()
+// continuations with the state they share, against one coroutine.
+constexpr std::size_t k_chain_floats = 1024;
+
+result<void> scale(const al::gpu_ref<float>& buf) {
+  ATOMR_ASSIGN_OR_RETURN(float* p, buf.data());
+  for (std::size_t i = 0; i < buf.size(); ++i) p[i] *= 2;
+  return ok();
+}
+
+al::future<void> callback_chain(const al::device& dev, const std::vector<float>& in, std::vector<float>& out) {
+  auto done = std::make_shared<al::promise<void>>();
+  auto f = done->get_future();
+  dev.allocate<float>(in.size()).then([dev, &in, &out, done](const result<al::gpu_ref<float>>& buf) {
+    if (!buf) return (void)done->set_error(buf.error_value());
+    dev.upload(*buf, std::span<const float>(in)).then([dev, buf = *buf, &out, done](const result<void>& up) {
+      if (!up) return (void)done->set_error(up.error_value());
+      dev.run([buf](const al::stream_context&) { return scale(buf); }, {buf.block()})
+          .then([dev, buf, &out, done](const result<void>& ran) {
+            if (!ran) return (void)done->set_error(ran.error_value());
+            dev.download(buf, std::span<float>(out)).then([done](const result<void>& down) { done->set_result(down); });
+          });
+    });
+  });
+  return f;
+}
+
+al::task<void> coroutine_chain(al::device dev, const std::vector<float>& in, std::vector<float>& out) {
+  ATOMR_CO_TRY(auto buf, co_await dev.allocate<float>(in.size()));
+  ATOMR_CO_TRY_VOID(co_await dev.upload(buf, std::span<const float>(in)));
+  std::vector<std::shared_ptr<al::buffer_block>> uses(1, buf.block());
+  // Named, not written inside the co_await: see docs/guide/coroutines.md on GCC 12.
+  auto work = [buf](const al::stream_context&) { return scale(buf); };
+  ATOMR_CO_TRY_VOID(co_await dev.run(work, std::move(uses)));
+  ATOMR_CO_TRY_VOID(co_await dev.download(buf, std::span<float>(out)));
+}
+
+template <typename Chain>
+double chain_us(const al::device& dev, int n, Chain chain) {
+  std::vector<float> in(k_chain_floats, 1.5f), out(k_chain_floats);
+  const auto t0 = clock::now();
+  for (int i = 0; i < n; ++i) {
+    if (!al::future<void>(chain(dev, in, out)).get() || out[0] != 3.0f) return 0;
+  }
+  return seconds_since(t0) * 1e6 / n;
+}
+
+// The two forms alternate in `rounds` rounds, each its own best: the machine's drift lands on both.
+template <typename A, typename B>
+coroutine_case side_by_side(std::string name, long long ops, int rounds, A callback_form, B coroutine_form) {
+  coroutine_case c{std::move(name), ops, 1e300, 1e300};
+  for (int r = 0; r < rounds; ++r) {
+    c.callback_us = std::min(c.callback_us, callback_form());
+    c.coroutine_us = std::min(c.coroutine_us, coroutine_form());
+  }
+  return c;
+}
+
 }  // namespace
 
 actor_results run_actor_benchmarks(long long messages, int producers, int round_trips) {
@@ -281,6 +413,23 @@ actor_results run_actor_benchmarks(long long messages, int producers, int round_
       latency("ask round trip, actor -> actor", atomr_ask_samples(round_trips), raw_ping_pong_samples(round_trips)));
   const int wakes = std::max(50, round_trips / 200);
   out.latency.push_back(latency("wake-up of a parked actor", atomr_wake_samples(wakes), raw_wake_samples(wakes)));
+
+  const long long ready_ops = 10'000'000;
+  out.coroutines.push_back(side_by_side(
+      "co_await of a ready future (then: a continuation run at once)", ready_ops, 5,
+      [&] { return ready_then_us(ready_ops); }, [&] { return ready_await_us(ready_ops); }));
+  const int asks = std::max(1000, round_trips / 5);
+  out.coroutines.push_back(side_by_side(
+      "ask round trip, actor -> actor: awaited vs then", asks, 5, [&] { return mean(atomr_ask_samples(asks)); },
+      [&] { return awaited_ask_us(asks); }));
+  al::actor_system sys;
+  if (auto dev = al::device::start(sys, 0, al::device_kind::host)) {
+    const int chains = std::max(500, round_trips / 20);
+    out.coroutines.push_back(side_by_side(
+        "host device allocate+upload+run+download (1024 floats)", chains, 5,
+        [&] { return chain_us(*dev, chains, callback_chain); },
+        [&] { return chain_us(*dev, chains, [](auto&&... a) { return coroutine_chain(a...); }); }));
+  }
   return out;
 }
 

@@ -24,6 +24,7 @@
 #include "atomr/local/devices.hpp"
 #include "bench/bench_meta.hpp"
 #include "bench/coll_raw.hpp"
+#include "bench/coll_runner.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
 
@@ -32,340 +33,92 @@ namespace po = boost::program_options;
 namespace atomr::apps {
 namespace {
 
-using clock = std::chrono::steady_clock;
+using namespace coll_bench_parts;
 using cluster::coll_kind;
 using cluster::reduce_op;
 namespace al = atomr::local;
 
-struct settings {
-  coll_kind kind = coll_kind::all_reduce;
-  std::size_t min_bytes = 8, max_bytes = 128 << 20, factor = 2;
-  int iters = 20, warmup = 5, root = 0;
-  // The timed iterations are split into this many rounds, atomr's and raw's interleaved, so that
-  // a host whose speed drifts during the run moves both columns alike.
-  int rounds = 4;
-  bool check = true, blocking = false, host = false;
-  reduce_op op = reduce_op::sum;
-  al::dtype type = al::dtype::f32;
-  int gpus_per_rank = 0;
-  int many = 1000;
-  std::size_t many_bytes = 2048;
-  std::string json_path;
-  std::string machine;  // for the JSON (atomr report labels its series with it)
-};
-
-struct timing {
-  double us = 0, algbw = 0, busbw = 0;
-  // Each round's time per iteration (mean over ranks): whether a slow cell was slow throughout,
-  // or one round was (a host that stalled a thread for a while).
-  std::vector<double> rounds_us;
-  long long wrong = -1;  // -1: not checked; -2: not applicable
-};
-struct row {
-  std::size_t bytes = 0, count = 0;
-  timing oop, ip, raw_oop, raw_ip;
-};
-
-double since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
-
-// The collective's per-rank count for `bytes` of total buffer, as nccl-tests sizes them.
-bool splits(coll_kind k) {
-  return k == coll_kind::all_gather || k == coll_kind::reduce_scatter || k == coll_kind::all_to_all;
-}
-
-double value(reduce_op op, int r, std::size_t i) {
-  if (op == reduce_op::prod) return 1 + static_cast<double>((static_cast<std::size_t>(r) + i) % 2);
-  return r + 1 + static_cast<double>(i % 3);
-}
-
+// One run of the benchmark over one element type: the table of sizes, then the request stages,
+// the engine's counts and the many-small comparison, then the JSON.
 template <typename T>
-T from_double(double v) {
-  if constexpr (std::is_same_v<T, al::f16_t>) {
-    return al::to_f16(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<T, al::bf16_t>) {
-    return al::to_bf16(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
-template <typename T>
-T reduced(reduce_op op, int ranks, std::size_t i) {
-  double acc = value(op, 0, i);
-  for (int r = 1; r < ranks; ++r) {
-    const double v = value(op, r, i);
-    acc = op == reduce_op::prod  ? acc * v
-          : op == reduce_op::min ? std::min(acc, v)
-          : op == reduce_op::max ? std::max(acc, v)
-                                 : acc + v;
-  }
-  if (op != reduce_op::avg) return from_double<T>(acc);
-  if constexpr (std::is_integral_v<T>) {
-    return static_cast<T>(static_cast<T>(acc) / static_cast<T>(ranks));
-  } else {
-    return from_double<T>(acc / ranks);
-  }
-}
-
-template <typename T>
-class coll_runner {
+class coll_bench {
  public:
-  coll_runner(const settings& s, cluster::world& w, std::vector<al::device>& devs) : s_(s), w_(w), devs_(devs) {}
+  coll_bench(const settings& s, cluster::mpi_session& session, cluster::world& w, std::vector<al::device>& devs,
+             const startup_report& startup)
+      : s_(s),
+        comm_(session.world()),
+        lead_(session.identity().world_rank == 0),
+        w_(w),
+        devs_(devs),
+        startup_(startup),
+        runner_(s, w, devs),
+        n_(w.size()),
+        parts_(splits(s.kind) ? static_cast<std::size_t>(w.size()) : 1) {}
 
-  result<void> allocate() {
-    const std::size_t elems = s_.max_bytes / sizeof(T);
-    for (auto& d : devs_) {
-      ATOMR_ASSIGN_OR_RETURN(auto a, d.allocate<T>(elems).get());
-      ATOMR_ASSIGN_OR_RETURN(auto b, d.allocate<T>(elems).get());
-      ATOMR_TRY(d.fill_bytes(a, 0).get());
-      ATOMR_TRY(d.fill_bytes(b, 0).get());
-      send_.push_back(a);
-      recv_.push_back(b);
+  int run(const std::vector<int>& gpus) {
+    if (auto r = runner_.allocate(); !r) return fail(r.error_value());
+    // The many-small mode reuses these buffers: big enough for either.
+    auto raw = bench::make_raw_collectives(
+        {comm_, gpus, s_.type, s_.op, s_.root, std::max({s_.max_bytes, s_.many_bytes, sizeof(T)})});
+    if (!raw) return fail(raw.error_value());
+    raw_ = std::move(*raw);
+    if (lead_) print_header();
+    for (std::size_t bytes = s_.min_bytes; bytes <= s_.max_bytes; bytes *= s_.factor) {
+      const std::size_t count = bytes / sizeof(T) / parts_;  // per rank
+      if (count != 0) {
+        auto r = measure(count);
+        if (!r) return fail(r.error_value());
+        if (lead_) print_row(*r);
+        rows_.push_back(std::move(*r));
+      }
+      if (bytes > s_.max_bytes / s_.factor) break;
     }
-    return ok();
+    long long total_wrong = 0;
+    for (const auto& r : rows_) total_wrong += std::max(0LL, r.oop.wrong) + std::max(0LL, r.ip.wrong);
+    nlohmann::json stages_json;
+    if (!rows_.empty()) {
+      auto st = stages_section();
+      if (!st) return fail(st.error_value().with_context("timing the request stages"));
+      stages_json = std::move(*st);
+    }
+    const nlohmann::json engine_json = engine_section();
+    nlohmann::json many_json;
+    if (s_.many > 0 && s_.kind == coll_kind::all_reduce && devs_.size() == 1) {
+      auto many = many_small_section();
+      if (!many) return fail(many.error_value());
+      many_json = std::move(*many);
+    }
+    if (lead_) {
+      double busbw_sum = 0;
+      for (const auto& r : rows_) busbw_sum += r.oop.busbw;
+      std::printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong == 0 ? "OK" : "FAILED");
+      std::printf("# Avg bus bandwidth    : %.3f\n",
+                  rows_.empty() ? 0.0 : busbw_sum / static_cast<double>(rows_.size()));
+      if (!s_.json_path.empty() && !write_json(total_wrong, stages_json, engine_json, many_json)) {
+        return report_error("cannot write " + s_.json_path, 1);
+      }
+    }
+    return total_wrong == 0 ? 0 : 1;
   }
-
-  // Seconds per operation: `iters` submitted back to back (or each waited for with -z 1).
-  result<double> time(std::size_t count, bool in_place, int iters) {
-    const auto& src = in_place ? recv_ : send_;
-    const cluster::coll_params p{s_.op, s_.root, count};
-    std::vector<cluster::future<void>> pending;
-    pending.reserve(static_cast<std::size_t>(iters));
-    const auto t0 = clock::now();
-    for (int i = 0; i < iters; ++i) {
-      pending.push_back(w_.collective<T>(s_.kind, src, recv_, p));
-      if (s_.blocking) ATOMR_TRY(pending.back().get());
-    }
-    for (auto& f : pending) ATOMR_TRY(f.get());
-    return since(t0) / iters;
-  }
-
-  // Runs the collective once on exactly checkable inputs; counts wrong elements on this rank.
-  result<long long> check(std::size_t count, bool in_place) {
-    const int n = w_.size();
-    const auto un = static_cast<std::size_t>(n);
-    long long wrong = 0;
-    for (std::size_t m = 0; m < devs_.size(); ++m) {
-      const int me = w_.rank(m);
-      const std::size_t in_elems = splits(s_.kind) && s_.kind != coll_kind::all_gather ? count * un : count;
-      std::vector<T> in(in_elems);
-      for (std::size_t i = 0; i < in_elems; ++i) in[i] = from_double<T>(value(s_.op, me, i));
-      auto& d = devs_[m];
-      if (in_place && s_.kind == coll_kind::all_gather) {
-        std::vector<T> block(count * un, T{});
-        std::copy(in.begin(), in.end(), block.begin() + static_cast<std::ptrdiff_t>(count) * me);
-        ATOMR_TRY(d.upload(recv_[m], std::span<const T>(block)).get());
-      } else {
-        ATOMR_TRY(d.upload(in_place ? recv_[m] : send_[m], std::span<const T>(in)).get());
-      }
-    }
-    const auto& src = in_place ? recv_ : send_;
-    ATOMR_TRY(w_.collective<T>(s_.kind, src, recv_, {s_.op, s_.root, count}).get());
-    // Every input pattern repeats every 6 elements, so the reductions do too.
-    std::array<T, 6> red{};
-    for (std::size_t i = 0; i < red.size(); ++i) red[i] = reduced<T>(s_.op, n, i);
-    for (std::size_t m = 0; m < devs_.size(); ++m) {
-      const int me = w_.rank(m);
-      const std::size_t out_elems = s_.kind == coll_kind::all_gather || s_.kind == coll_kind::all_to_all ? count * un
-                                    : s_.kind == coll_kind::reduce_scatter && in_place                   ? count * un
-                                                                                                         : count;
-      std::vector<T> out(out_elems);
-      ATOMR_TRY(devs_[m].download(recv_[m], std::span<T>(out)).get());
-      for (std::size_t i = 0; i < out_elems; ++i) {
-        T want{};
-        switch (s_.kind) {
-          case coll_kind::all_reduce: want = red[i % 6]; break;
-          case coll_kind::broadcast: want = from_double<T>(value(s_.op, s_.root, i)); break;
-          case coll_kind::reduce:
-            if (me != s_.root) continue;
-            want = red[i % 6];
-            break;
-          case coll_kind::all_gather:
-            want = from_double<T>(value(s_.op, static_cast<int>(i / count), i % count));
-            break;
-          case coll_kind::reduce_scatter: {
-            const std::size_t at = in_place ? i : static_cast<std::size_t>(me) * count + i;
-            if (in_place && i / count != static_cast<std::size_t>(me)) continue;
-            want = red[at % 6];
-            break;
-          }
-          case coll_kind::all_to_all:
-            want = from_double<T>(
-                value(s_.op, static_cast<int>(i / count), static_cast<std::size_t>(me) * count + i % count));
-            break;
-          default: continue;
-        }
-        if (!(out[i] == want)) ++wrong;
-      }
-    }
-    return wrong;
-  }
-
-  // `many` small all_reduces on distinct buffers, none waited for until the end, handed over
-  // each by a call of its own, all in one submit_all call, all in one submit_group call (one
-  // future), as a call prepared once (world::prepare_group) and submitted each time, or in one
-  // world::all_reduce_group call on the buffers.
-  enum class handing { each, together, group, prepared, buffers };
-  result<double> many_small(std::size_t count, int many, handing how = handing::each) {
-    if (small_.empty()) {
-      for (int i = 0; i < many; ++i) {
-        ATOMR_ASSIGN_OR_RETURN(auto b, devs_[0].allocate<T>(count).get());
-        ATOMR_TRY(devs_[0].fill_bytes(b, 0).get());
-        small_.push_back(b);
-      }
-    }
-    std::vector<cluster::future<void>> pending;
-    pending.reserve(small_.size());
-    std::vector<cluster::coll_spec> specs;
-    specs.reserve(small_.size());
-    if (how == handing::prepared && !prepared_) {
-      for (const auto& b : small_) {
-        specs.push_back(cluster::all_reduce_spec(b, s_.op));
-      }
-      ATOMR_ASSIGN_OR_RETURN(auto call, w_.prepare_group(std::move(specs)));
-      prepared_ = std::move(call);
-      specs.clear();
-    }
-    const auto t0 = clock::now();
-    if (how == handing::prepared) {
-      pending.push_back(w_.submit_prepared(*prepared_));
-    } else if (how == handing::buffers) {
-      pending.push_back(w_.all_reduce_group(std::span<const al::gpu_ref<T>>(small_), s_.op));
-    } else if (how != handing::each) {
-      for (const auto& b : small_) {
-        specs.push_back(cluster::all_reduce_spec(b, s_.op));
-      }
-      if (how == handing::group) {
-        pending.push_back(w_.submit_group(std::move(specs)));
-      } else {
-        pending = w_.submit_all(std::move(specs));
-      }
-    } else {
-      for (const auto& b : small_) pending.push_back(w_.all_reduce(b, s_.op));
-    }
-    handed_ = since(t0);
-    for (auto& f : pending) ATOMR_TRY(f.get());
-    return since(t0);
-  }
-  // How long the last many_small took to hand its requests over (until the calls returned).
-  double handed() const { return handed_; }
 
  private:
-  const settings& s_;
-  cluster::world& w_;
-  std::vector<al::device>& devs_;
-  std::vector<al::gpu_ref<T>> send_, recv_, small_;
-  std::optional<cluster::group_call> prepared_;  // (made once, on small_)
-  double handed_ = 0;
-};
+  int fail(const error& e) const { return report_error(e.describe(), 1); }
+  bool no_in_place() const { return s_.kind == coll_kind::all_to_all; }
+  int rounds() const { return std::clamp(s_.rounds, 1, s_.iters); }
 
-double mean_over_ranks(MPI_Comm comm, double v) {
-  double sum = 0;
-  int n = 1;
-  MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, comm);
-  MPI_Comm_size(comm, &n);
-  return sum / n;
-}
-double max_over_ranks(MPI_Comm comm, double v) {
-  double out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm);
-  return out;
-}
-long long sum_over_ranks(MPI_Comm comm, long long v) {
-  long long out = 0;
-  MPI_Allreduce(&v, &out, 1, MPI_LONG_LONG, MPI_SUM, comm);
-  return out;
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-nlohmann::json to_json(const timing& t) {
-  nlohmann::json j{{"time_us", t.us}, {"algbw_gbps", t.algbw}, {"busbw_gbps", t.busbw}};
-  if (t.wrong >= 0) j["wrong"] = t.wrong;
-  if (!t.rounds_us.empty()) j["rounds_us"] = t.rounds_us;
-  return j;
-}
-
-struct stages {
-  std::array<double, cluster::k_trace_stages> medians{};
-  double off_us = 0, on_us = 0;  // per operation, mean over ranks
-};
-
-// The smallest size once more, with the request timeline off and then on: each stage's median
-// (rank 0's) and what the timeline costs. An ATOMR_TRACE timeline keeps its requests: the medians
-// then come from its records of this size.
-template <typename T>
-result<stages> stage_report(coll_runner<T>& runner, std::size_t count, const settings& s, MPI_Comm comm) {
-  auto& trace = cluster::request_trace::get();
-  const bool was_on = trace.on();
-  const int iters = std::max(s.iters, 200);
-  stages out;
-  if (was_on) trace.disable();
-  ATOMR_ASSIGN_OR_RETURN(const double off, runner.time(count, false, iters));
-  if (was_on) {
-    trace.enable_keeping();
-  } else {
-    trace.enable(static_cast<std::size_t>(iters));
-  }
-  auto on = runner.time(count, false, iters);
-  auto records = trace.snapshot();
-  if (!was_on) trace.disable();
-  ATOMR_TRY(on);
-  std::erase_if(records, [&](const cluster::traced_request& r) { return r.bytes != count * sizeof(T); });
-  if (records.size() > static_cast<std::size_t>(iters)) {
-    records.erase(records.begin(), records.end() - iters);
-  }
-  out.medians = cluster::stage_medians(records);
-  out.off_us = mean_over_ranks(comm, off) * 1e6;
-  out.on_us = mean_over_ranks(comm, *on) * 1e6;
-  return out;
-}
-
-// Where a rank's startup went, max over ranks (ms), and its memory once up: the scale table's
-// columns (docs/scale.md).
-struct startup_report {
-  double total_ms = 0;  // from entering the command (before MPI_Init) to the first all_reduce done
-  std::vector<std::pair<std::string, double>> phases;
-  double max_rss_mib = 0;  // the largest resident set of any rank, after the first all_reduce
-
-  nlohmann::json to_json() const {
-    nlohmann::json p = nlohmann::json::object();
-    for (const auto& [name, ms] : phases) p[name] = ms;
-    return {{"total_ms", total_ms}, {"phases_ms", p}, {"max_rss_mib", max_rss_mib}};
-  }
-};
-
-template <typename T>
-int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& w, std::vector<al::device>& devs,
-              const std::vector<int>& gpus, const startup_report& startup) {
-  const MPI_Comm comm = session.world();
-  const bool lead = session.identity().world_rank == 0;
-  auto fail = [&](const error& e) { return report_error(e.describe(), 1); };
-  coll_runner<T> runner(s, w, devs);
-  if (auto r = runner.allocate(); !r) return fail(r.error_value());
-  // The many-small mode reuses these buffers: big enough for either.
-  auto raw =
-      bench::make_raw_collectives({comm, gpus, s.type, s.op, s.root, std::max({s.max_bytes, s.many_bytes, sizeof(T)})});
-  if (!raw) return fail(raw.error_value());
-  const int n = w.size();
-  const double factor = cluster::bus_factor(s.kind, n);
-  if (lead) {
+  void print_header() const {
     std::printf("# atomr bench coll: %s, %d ranks (%s backend, %zu device(s) per rank), %s, %s, root %d\n",
-                std::string(cluster::to_string(s.kind)).c_str(), n, std::string(to_string(w.backend())).c_str(),
-                devs.size(), std::string(al::to_string(s.type)).c_str(), std::string(cluster::to_string(s.op)).c_str(),
-                s.root);
+                std::string(cluster::to_string(s_.kind)).c_str(), n_, std::string(to_string(w_.backend())).c_str(),
+                devs_.size(), std::string(al::to_string(s_.type)).c_str(),
+                std::string(cluster::to_string(s_.op)).c_str(), s_.root);
     std::printf(
         "# iters %d, warmup %d, rounds %d (atomr and raw taking turns), check %d, blocking %d; MPI_Init to first "
         "all_reduce done: %.1f ms\n",
-        s.iters, s.warmup, std::clamp(s.rounds, 1, s.iters), s.check ? 1 : 0, s.blocking ? 1 : 0, startup.total_ms);
+        s_.iters, s_.warmup, rounds(), s_.check ? 1 : 0, s_.blocking ? 1 : 0, startup_.total_ms);
     std::printf("# startup, max over ranks (ms):");
-    for (const auto& [name, ms] : startup.phases)
-      std::printf(" %s %.1f%s", name.c_str(), ms, &name == &startup.phases.back().first ? "" : ",");
-    std::printf("; max RSS per rank %.1f MiB\n", startup.max_rss_mib);
+    for (const auto& [name, ms] : startup_.phases)
+      std::printf(" %s %.1f%s", name.c_str(), ms, &name == &startup_.phases.back().first ? "" : ",");
+    std::printf("; max RSS per rank %.1f MiB\n", startup_.max_rss_mib);
     std::printf("#%76s%34s%36s\n", "atomr out-of-place", "atomr in-place", "raw out-of-place   raw in-place");
     std::printf("#%12s %12s %6s %6s %5s %9s %7s %7s %6s %9s %7s %7s %6s %9s %7s %9s %7s %6s\n", "size", "count", "type",
                 "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "time",
@@ -374,54 +127,51 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
                 "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(us)",
                 "(GB/s)", "");
   }
-  std::vector<row> rows;
-  double busbw_sum = 0;
-  const std::size_t parts = splits(s.kind) ? static_cast<std::size_t>(n) : 1;
-  for (std::size_t bytes = s.min_bytes; bytes <= s.max_bytes; bytes *= s.factor) {
-    const std::size_t count = bytes / sizeof(T) / parts;  // per rank
-    if (count == 0) continue;
+
+  // One size: checked first (with -c), then the four columns timed taking turns.
+  result<row> measure(std::size_t count) {
     row r;
-    r.count = count * parts;
+    r.count = count * parts_;
     r.bytes = r.count * sizeof(T);
-    // Each of the four columns runs iters / rounds timed iterations per round (after warmup /
-    // rounds untimed ones), and the rounds take turns: atomr out of place, in place, raw out of
-    // place, in place. A column's time is its total over the rounds per iteration.
-    const bool no_in_place = s.kind == coll_kind::all_to_all;
-    if (no_in_place) r.ip.wrong = r.raw_ip.wrong = -2;
-    if (s.check) {
+    if (no_in_place()) r.ip.wrong = r.raw_ip.wrong = -2;
+    if (s_.check) {
       for (bool in_place : {false, true}) {
-        if (in_place && no_in_place) continue;
-        auto& t = in_place ? r.ip : r.oop;
-        auto checked = runner.check(count, in_place);
+        if (in_place && no_in_place()) continue;
+        auto checked = runner_.check(count, in_place);
         if (!checked) {
-          return fail(checked.error_value().with_context(std::string(in_place ? "in-place" : "out-of-place") + " at " +
-                                                         std::to_string(r.bytes) + " B"));
+          return checked.error_value().with_context(std::string(in_place ? "in-place" : "out-of-place") + " at " +
+                                                    std::to_string(r.bytes) + " B");
         }
-        t.wrong = sum_over_ranks(comm, *checked);
+        (in_place ? r.ip : r.oop).wrong = sum_over_ranks(comm_, *checked);
       }
     }
-    const int rounds = std::clamp(s.rounds, 1, s.iters);
-    double sec[4] = {0, 0, 0, 0};      // oop, ip, raw oop, raw ip
+    ATOMR_TRY(time_columns(count, r));
+    const double factor = cluster::bus_factor(s_.kind, n_);
+    for (timing* t : {&r.oop, &r.ip, &r.raw_oop, &r.raw_ip}) {
+      if (t->us > 0) {
+        t->algbw = static_cast<double>(r.bytes) / (t->us * 1e-6) / 1e9;
+        t->busbw = t->algbw * factor;
+      }
+    }
+    return r;
+  }
+
+  // Each of the four columns runs iters / rounds timed iterations per round (after warmup /
+  // rounds untimed ones), and the rounds take turns: atomr out of place, in place, raw out of
+  // place, in place. A column's time is its total over the rounds per iteration.
+  result<void> time_columns(std::size_t count, row& r) {
+    static const char* names[] = {"out-of-place", "in-place", "raw out-of-place", "raw in-place"};
+    double sec[4] = {0, 0, 0, 0};
     std::vector<double> round_sec[4];  // per iteration, each round's
-    for (int round = 0; round < rounds; ++round) {
-      const int timed_n = s.iters / rounds + (round < s.iters % rounds ? 1 : 0);
-      const int warm_n = s.warmup / rounds + (round < s.warmup % rounds ? 1 : 0);
+    for (int round = 0; round < rounds(); ++round) {
+      const int timed_n = s_.iters / rounds() + (round < s_.iters % rounds() ? 1 : 0);
+      const int warm_n = s_.warmup / rounds() + (round < s_.warmup % rounds() ? 1 : 0);
       for (int col = 0; col < 4; ++col) {
         const bool in_place = (col % 2) == 1;
-        if (in_place && no_in_place) continue;
-        auto timed = [&]() -> result<double> {
-          if (col < 2) {
-            if (warm_n > 0) ATOMR_TRY(runner.time(count, in_place, warm_n));
-            ATOMR_ASSIGN_OR_RETURN(const double per_op, runner.time(count, in_place, timed_n));
-            return per_op * timed_n;
-          }
-          if (warm_n > 0) ATOMR_TRY((*raw)->run(s.kind, count, in_place, warm_n, s.blocking));
-          return (*raw)->run(s.kind, count, in_place, timed_n, s.blocking);
-        }();
+        if (in_place && no_in_place()) continue;
+        auto timed = time_column(col, count, warm_n, timed_n);
         if (!timed) {
-          static const char* names[] = {"out-of-place", "in-place", "raw out-of-place", "raw in-place"};
-          return fail(
-              timed.error_value().with_context(std::string(names[col]) + " at " + std::to_string(r.bytes) + " B"));
+          return timed.error_value().with_context(std::string(names[col]) + " at " + std::to_string(r.bytes) + " B");
         }
         sec[col] += *timed;
         round_sec[col].push_back(timed_n > 0 ? *timed / timed_n : 0.0);
@@ -429,214 +179,224 @@ int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& 
     }
     timing* cols[4] = {&r.oop, &r.ip, &r.raw_oop, &r.raw_ip};
     for (int col = 0; col < 4; ++col) {
-      if ((col % 2) == 1 && no_in_place) continue;
-      cols[col]->us = mean_over_ranks(comm, sec[col] / s.iters) * 1e6;
-      for (double v : round_sec[col]) cols[col]->rounds_us.push_back(mean_over_ranks(comm, v) * 1e6);
+      if ((col % 2) == 1 && no_in_place()) continue;
+      cols[col]->us = mean_over_ranks(comm_, sec[col] / s_.iters) * 1e6;
+      for (double v : round_sec[col]) cols[col]->rounds_us.push_back(mean_over_ranks(comm_, v) * 1e6);
     }
-    for (timing* t : {&r.oop, &r.ip, &r.raw_oop, &r.raw_ip}) {
-      if (t->us > 0) {
-        t->algbw = static_cast<double>(r.bytes) / (t->us * 1e-6) / 1e9;
-        t->busbw = t->algbw * factor;
-      }
+    return ok();
+  }
+
+  // Seconds for `timed_n` iterations of one column, after `warm_n` untimed ones.
+  result<double> time_column(int col, std::size_t count, int warm_n, int timed_n) {
+    const bool in_place = (col % 2) == 1;
+    if (col < 2) {
+      if (warm_n > 0) ATOMR_TRY(runner_.time(count, in_place, warm_n));
+      ATOMR_ASSIGN_OR_RETURN(const double per_op, runner_.time(count, in_place, timed_n));
+      return per_op * timed_n;
     }
-    busbw_sum += r.oop.busbw;
-    const int root = s.kind == coll_kind::broadcast || s.kind == coll_kind::reduce ? s.root : -1;
+    if (warm_n > 0) ATOMR_TRY(raw_->run(s_.kind, count, in_place, warm_n, s_.blocking));
+    return raw_->run(s_.kind, count, in_place, timed_n, s_.blocking);
+  }
+
+  void print_row(const row& r) const {
+    const int root = s_.kind == coll_kind::broadcast || s_.kind == coll_kind::reduce ? s_.root : -1;
     auto wrong = [](const timing& t) {
       return t.wrong == -2 ? std::string("n/a") : t.wrong < 0 ? std::string("-") : std::to_string(t.wrong);
     };
     auto col = [](const timing& t, const char* f, double v) { return t.wrong == -2 ? std::string("n/a") : fmt(f, v); };
-    if (lead) {
-      std::printf(" %12zu %12zu %6s %6s %5d %9s %7s %7s %6s %9s %7s %7s %6s %9s %7s %9s %7s %6s\n", r.bytes, r.count,
-                  std::string(al::to_string(s.type)).c_str(), std::string(cluster::to_string(s.op)).c_str(), root,
-                  fmt("%.2f", r.oop.us).c_str(), fmt("%.2f", r.oop.algbw).c_str(), fmt("%.2f", r.oop.busbw).c_str(),
-                  wrong(r.oop).c_str(), col(r.ip, "%.2f", r.ip.us).c_str(), col(r.ip, "%.2f", r.ip.algbw).c_str(),
-                  col(r.ip, "%.2f", r.ip.busbw).c_str(), wrong(r.ip).c_str(), fmt("%.2f", r.raw_oop.us).c_str(),
-                  fmt("%.2f", r.raw_oop.busbw).c_str(), col(r.raw_ip, "%.2f", r.raw_ip.us).c_str(),
-                  col(r.raw_ip, "%.2f", r.raw_ip.busbw).c_str(), fmt("%.3f", r.raw_oop.us / r.oop.us).c_str());
-      std::fflush(stdout);
-    }
-    rows.push_back(r);
-    if (bytes > s.max_bytes / s.factor) break;
+    std::printf(" %12zu %12zu %6s %6s %5d %9s %7s %7s %6s %9s %7s %7s %6s %9s %7s %9s %7s %6s\n", r.bytes, r.count,
+                std::string(al::to_string(s_.type)).c_str(), std::string(cluster::to_string(s_.op)).c_str(), root,
+                fmt("%.2f", r.oop.us).c_str(), fmt("%.2f", r.oop.algbw).c_str(), fmt("%.2f", r.oop.busbw).c_str(),
+                wrong(r.oop).c_str(), col(r.ip, "%.2f", r.ip.us).c_str(), col(r.ip, "%.2f", r.ip.algbw).c_str(),
+                col(r.ip, "%.2f", r.ip.busbw).c_str(), wrong(r.ip).c_str(), fmt("%.2f", r.raw_oop.us).c_str(),
+                fmt("%.2f", r.raw_oop.busbw).c_str(), col(r.raw_ip, "%.2f", r.raw_ip.us).c_str(),
+                col(r.raw_ip, "%.2f", r.raw_ip.busbw).c_str(), fmt("%.3f", r.raw_oop.us / r.oop.us).c_str());
+    std::fflush(stdout);
   }
-  long long total_wrong = 0;
-  for (const auto& r : rows) total_wrong += std::max(0LL, r.oop.wrong) + std::max(0LL, r.ip.wrong);
-  nlohmann::json stages_json;
-  if (!rows.empty()) {
-    auto st = stage_report(runner, rows.front().count / parts, s, comm);
-    if (!st) return fail(st.error_value().with_context("timing the request stages"));
-    if (lead) {
-      std::printf("# stages at %zu B, %s (median us on rank 0):", rows.front().bytes,
-                  s.blocking ? "each waited for" : "back to back");
+
+  // The request stages at the smallest size (stage_report), printed and as JSON.
+  result<nlohmann::json> stages_section() {
+    ATOMR_ASSIGN_OR_RETURN(const auto st, stage_report(runner_, rows_.front().count / parts_, s_, comm_));
+    if (lead_) {
+      std::printf("# stages at %zu B, %s (median us on rank 0):", rows_.front().bytes,
+                  s_.blocking ? "each waited for" : "back to back");
       for (std::size_t i = 1; i < cluster::k_trace_stages; ++i) {
         std::printf(" %s %.2f%s", std::string(cluster::to_string(static_cast<cluster::trace_stage>(i))).c_str(),
-                    st->medians[i], i + 1 < cluster::k_trace_stages ? "," : "\n");
+                    st.medians[i], i + 1 < cluster::k_trace_stages ? "," : "\n");
       }
-      std::printf("# request timeline cost at %zu B: off %.2f us, on %.2f us per operation\n", rows.front().bytes,
-                  st->off_us, st->on_us);
+      std::printf("# request timeline cost at %zu B: off %.2f us, on %.2f us per operation\n", rows_.front().bytes,
+                  st.off_us, st.on_us);
     }
-    stages_json = {{"bytes", rows.front().bytes}, {"timeline_off_us", st->off_us}, {"timeline_on_us", st->on_us}};
+    nlohmann::json out = {{"bytes", rows_.front().bytes}, {"timeline_off_us", st.off_us}, {"timeline_on_us", st.on_us}};
     for (std::size_t i = 1; i < cluster::k_trace_stages; ++i) {
-      stages_json["median_us"][std::string(cluster::to_string(static_cast<cluster::trace_stage>(i)))] = st->medians[i];
+      out["median_us"][std::string(cluster::to_string(static_cast<cluster::trace_stage>(i)))] = st.medians[i];
     }
+    return out;
   }
+
   // What the engine did over the rows (this rank's world): how requests were issued, and how many
   // went through CUDA graphs, alone or in chains.
-  const auto run_stats = w.stats();
-  if (lead) {
-    std::printf(
-        "# engine over the rows (rank 0): %llu requests in %llu issues, %llu packed; CUDA graphs: %llu votes (%llu "
-        "through shared memory), %llu captures, %llu requests launched, %llu in chains; %llu issues through shared "
-        "memory (%llu direct)\n",
-        static_cast<unsigned long long>(run_stats.requests), static_cast<unsigned long long>(run_stats.issues),
-        static_cast<unsigned long long>(run_stats.packed), static_cast<unsigned long long>(run_stats.graph_votes),
-        static_cast<unsigned long long>(run_stats.graph_votes_shared_memory),
-        static_cast<unsigned long long>(run_stats.graph_captures),
-        static_cast<unsigned long long>(run_stats.graph_launches),
-        static_cast<unsigned long long>(run_stats.graph_chained),
-        static_cast<unsigned long long>(run_stats.shared_memory),
-        static_cast<unsigned long long>(run_stats.shared_memory_direct));
+  nlohmann::json engine_section() const {
+    const auto st = w_.stats();
+    if (lead_) {
+      std::printf(
+          "# engine over the rows (rank 0): %llu requests in %llu issues, %llu packed; CUDA graphs: %llu votes (%llu "
+          "through shared memory), %llu captures, %llu requests launched, %llu in chains; %llu issues through "
+          "shared memory (%llu direct)\n",
+          static_cast<unsigned long long>(st.requests), static_cast<unsigned long long>(st.issues),
+          static_cast<unsigned long long>(st.packed), static_cast<unsigned long long>(st.graph_votes),
+          static_cast<unsigned long long>(st.graph_votes_shared_memory),
+          static_cast<unsigned long long>(st.graph_captures), static_cast<unsigned long long>(st.graph_launches),
+          static_cast<unsigned long long>(st.graph_chained), static_cast<unsigned long long>(st.shared_memory),
+          static_cast<unsigned long long>(st.shared_memory_direct));
+    }
+    return {{"requests", st.requests},
+            {"issues", st.issues},
+            {"packed", st.packed},
+            {"graph_votes", st.graph_votes},
+            {"graph_votes_shared_memory", st.graph_votes_shared_memory},
+            {"graph_captures", st.graph_captures},
+            {"graph_launches", st.graph_launches},
+            {"graph_chained", st.graph_chained},
+            {"shared_memory", st.shared_memory},
+            {"shared_memory_direct", st.shared_memory_direct},
+            {"most_unfreed", st.most_unfreed}};
   }
-  const nlohmann::json engine_json = {{"requests", run_stats.requests},
-                                      {"issues", run_stats.issues},
-                                      {"packed", run_stats.packed},
-                                      {"graph_votes", run_stats.graph_votes},
-                                      {"graph_votes_shared_memory", run_stats.graph_votes_shared_memory},
-                                      {"graph_captures", run_stats.graph_captures},
-                                      {"graph_launches", run_stats.graph_launches},
-                                      {"graph_chained", run_stats.graph_chained},
-                                      {"shared_memory", run_stats.shared_memory},
-                                      {"shared_memory_direct", run_stats.shared_memory_direct},
-                                      {"most_unfreed", run_stats.most_unfreed}};
-  nlohmann::json many_json;
-  if (s.many > 0 && s.kind == coll_kind::all_reduce && devs.size() == 1) {
-    const std::size_t count = std::max<std::size_t>(s.many_bytes / sizeof(T), 1);
-    std::vector<double> raw_t, atomr_t, together_t, handed_t, group_t, group_handed_t, prepared_t, prepared_handed_t,
-        buffers_t, buffers_handed_t;
-    const auto before = w.stats();
-    for (int rep = 0; rep < 6; ++rep) {  // the first repetition warms up and is dropped
-      auto a = (*raw)->run_sequential_small(count, s.many);
-      auto b = runner.many_small(count, s.many);
-      if (!a) return fail(a.error_value());
-      if (!b) return fail(b.error_value());
-      if (rep == 0) continue;
-      raw_t.push_back(max_over_ranks(comm, *a));
-      atomr_t.push_back(max_over_ranks(comm, *b));
-    }
-    const auto after = w.stats();
-    // The same requests handed over in one submit_all call (after the per-call runs, so that
-    // their stats above are theirs alone).
-    // And in one submit_group call (one future), taking turns with them.
-    using handing = typename coll_runner<T>::handing;
-    std::uint64_t group_kept = 0;  // measured submit_group calls submitted as a kept prepared call
-    for (int rep = 0; rep < 6; ++rep) {
-      auto c = runner.many_small(count, s.many, handing::together);
-      if (!c) return fail(c.error_value());
-      if (rep > 0) together_t.push_back(max_over_ranks(comm, *c));
-      if (rep > 0) handed_t.push_back(max_over_ranks(comm, runner.handed()));
-      const auto repeats_before = w.stats().group_repeats;
-      auto g = runner.many_small(count, s.many, handing::group);
-      if (!g) return fail(g.error_value());
-      if (rep > 0) group_kept += w.stats().group_repeats - repeats_before;
-      if (rep > 0) group_t.push_back(max_over_ranks(comm, *g));
-      if (rep > 0) group_handed_t.push_back(max_over_ranks(comm, runner.handed()));
-      auto p = runner.many_small(count, s.many, handing::prepared);
-      if (!p) return fail(p.error_value());
-      if (rep > 0) prepared_t.push_back(max_over_ranks(comm, *p));
-      if (rep > 0) prepared_handed_t.push_back(max_over_ranks(comm, runner.handed()));
-      auto u = runner.many_small(count, s.many, handing::buffers);
-      if (!u) return fail(u.error_value());
-      if (rep > 0) buffers_t.push_back(max_over_ranks(comm, *u));
-      if (rep > 0) buffers_handed_t.push_back(max_over_ranks(comm, runner.handed()));
-    }
-    const auto median_us = [](std::vector<double>& v) {
+
+  // Median over repetitions (the first warms up and is dropped) of the slowest rank's seconds.
+  struct samples {
+    std::vector<double> took, returned;
+    double took_us() { return median_us(took); }
+    double returned_us() { return median_us(returned); }
+    static double median_us(std::vector<double>& v) {
       std::sort(v.begin(), v.end());
       return v[v.size() / 2] * 1e6;
-    };
-    const double raw_us = median_us(raw_t);
-    const double atomr_us = median_us(atomr_t);
-    const double together_us = median_us(together_t);
-    const double handed_us = median_us(handed_t);
-    const double group_us = median_us(group_t);
-    const double group_handed_us = median_us(group_handed_t);
-    const double prepared_us = median_us(prepared_t);
-    const double prepared_handed_us = median_us(prepared_handed_t);
-    const double buffers_us = median_us(buffers_t);
-    const double buffers_handed_us = median_us(buffers_handed_t);
+    }
+  };
+
+  // `many` small all_reduces: raw NCCL (or MPI) one after the other against atomr's submission
+  // forms, each timed to the last one's completion and to the call's return.
+  result<nlohmann::json> many_small_section() {
+    using handing = typename coll_runner<T>::handing;
+    const std::size_t count = std::max<std::size_t>(s_.many_bytes / sizeof(T), 1);
+    samples raw, each;
+    const auto before = w_.stats();
+    for (int rep = 0; rep < 6; ++rep) {
+      ATOMR_ASSIGN_OR_RETURN(const double a, raw_->run_sequential_small(count, s_.many));
+      ATOMR_ASSIGN_OR_RETURN(const double b, runner_.many_small(count, s_.many));
+      if (rep == 0) continue;
+      raw.took.push_back(max_over_ranks(comm_, a));
+      each.took.push_back(max_over_ranks(comm_, b));
+    }
+    const auto after = w_.stats();
+    // The same requests in one call of each other form (after the per-request runs, so that the
+    // stats above are theirs alone), taking turns.
+    constexpr std::array forms{handing::together, handing::group, handing::prepared, handing::buffers};
+    std::array<samples, forms.size()> by_form;
+    std::uint64_t group_kept = 0;  // measured submit_group calls submitted as a kept prepared call
+    for (int rep = 0; rep < 6; ++rep) {
+      for (std::size_t f = 0; f < forms.size(); ++f) {
+        const auto repeats_before = w_.stats().group_repeats;
+        ATOMR_ASSIGN_OR_RETURN(const double t, runner_.many_small(count, s_.many, forms[f]));
+        if (rep == 0) continue;
+        if (forms[f] == handing::group) group_kept += w_.stats().group_repeats - repeats_before;
+        by_form[f].took.push_back(max_over_ranks(comm_, t));
+        by_form[f].returned.push_back(max_over_ranks(comm_, runner_.handed()));
+      }
+    }
+    const double raw_us = raw.took_us(), atomr_us = each.took_us();
+    std::array<double, forms.size()> took{}, returned{};
+    for (std::size_t f = 0; f < forms.size(); ++f) {
+      took[f] = by_form[f].took_us();
+      returned[f] = by_form[f].returned_us();
+    }
     const auto packed = after.packed - before.packed;
     const auto issues = after.issues - before.issues;
-    if (lead) {
+    if (lead_) {
       std::printf(
           "# many small: %d x %zu B all_reduce: raw sequential %.1f us, atomr concurrent %.1f us: %.1fx faster"
-          " (%llu of %llu requests packed, %llu issues); in one submit_all call %.1f us: %.1fx (the call"
+          " (%llu of %llu requests packed, %llu issues); in one per-request group %.1f us: %.1fx (the call"
           " returned after %.1f us); in one submit_group call %.1f us: %.1fx (returned after %.1f us; %llu of %zu"
           " as the kept prepared call); prepared once and submitted %.1f us: %.1fx (returned after %.1f us); in one"
-          " all_reduce_group call %.1f us: %.1fx (returned after %.1f us)\n",
-          s.many, count * sizeof(T), raw_us, atomr_us, raw_us / atomr_us, static_cast<unsigned long long>(packed),
+          " submit_group call of buffers %.1f us: %.1fx (returned after %.1f us)\n",
+          s_.many, count * sizeof(T), raw_us, atomr_us, raw_us / atomr_us, static_cast<unsigned long long>(packed),
           static_cast<unsigned long long>(after.requests - before.requests), static_cast<unsigned long long>(issues),
-          together_us, raw_us / together_us, handed_us, group_us, raw_us / group_us, group_handed_us,
-          static_cast<unsigned long long>(group_kept), group_t.size(), prepared_us, raw_us / prepared_us,
-          prepared_handed_us, buffers_us, raw_us / buffers_us, buffers_handed_us);
+          took[0], raw_us / took[0], returned[0], took[1], raw_us / took[1], returned[1],
+          static_cast<unsigned long long>(group_kept), by_form[1].took.size(), took[2], raw_us / took[2], returned[2],
+          took[3], raw_us / took[3], returned[3]);
     }
-    many_json = {{"requests", s.many},
-                 {"bytes", count * sizeof(T)},
-                 {"raw_sequential_us", raw_us},
-                 {"atomr_concurrent_us", atomr_us},
-                 {"speedup", raw_us / atomr_us},
-                 {"atomr_submit_all_us", together_us},
-                 {"speedup_submit_all", raw_us / together_us},
-                 {"submit_all_returned_us", handed_us},
-                 {"atomr_submit_group_us", group_us},
-                 {"speedup_submit_group", raw_us / group_us},
-                 {"submit_group_returned_us", group_handed_us},
-                 {"submit_group_kept", group_kept},
-                 {"atomr_prepared_us", prepared_us},
-                 {"speedup_prepared", raw_us / prepared_us},
-                 {"prepared_returned_us", prepared_handed_us},
-                 {"atomr_all_reduce_group_us", buffers_us},
-                 {"speedup_all_reduce_group", raw_us / buffers_us},
-                 {"all_reduce_group_returned_us", buffers_handed_us},
-                 {"packed", packed},
-                 {"issues", issues}};
-  }
-  if (lead) {
-    std::printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong == 0 ? "OK" : "FAILED");
-    std::printf("# Avg bus bandwidth    : %.3f\n", rows.empty() ? 0.0 : busbw_sum / static_cast<double>(rows.size()));
-    if (!s.json_path.empty()) {
-      nlohmann::json out = nlohmann::json::array();
-      for (const auto& r : rows) {
-        out.push_back({{"size", r.bytes},
-                       {"count", r.count},
-                       {"out_of_place", to_json(r.oop)},
-                       {"in_place", to_json(r.ip)},
-                       {"raw_out_of_place", to_json(r.raw_oop)},
-                       {"raw_in_place", to_json(r.raw_ip)},
-                       {"ratio", r.raw_oop.us / r.oop.us}});
-      }
-      nlohmann::json doc{{"benchmark", "coll"},
-                         {"collective", cluster::to_string(s.kind)},
-                         {"machine", s.machine},
-                         {"commit", k_git_revision},
-                         {"date", utc_now()},
-                         {"ranks", n},
-                         {"backend", to_string(w.backend())},
-                         {"type", al::to_string(s.type)},
-                         {"op", cluster::to_string(s.op)},
-                         {"iters", s.iters},
-                         {"warmup", s.warmup},
-                         {"rounds", std::clamp(s.rounds, 1, s.iters)},
-                         {"init_to_first_all_reduce_ms", startup.total_ms},
-                         {"startup", startup.to_json()},
-                         {"wrong", total_wrong},
-                         {"rows", out}};
-      if (!many_json.is_null()) doc["many_small"] = many_json;
-      if (!stages_json.is_null()) doc["stages"] = stages_json;
-      doc["engine"] = engine_json;
-      std::ofstream f(s.json_path);
-      f << doc.dump(2) << '\n';
-      if (!f) return report_error("cannot write " + s.json_path, 1);
+    nlohmann::json out = {{"requests", s_.many},
+                          {"bytes", count * sizeof(T)},
+                          {"raw_sequential_us", raw_us},
+                          {"atomr_concurrent_us", atomr_us},
+                          {"speedup", raw_us / atomr_us},
+                          {"submit_group_kept", group_kept},
+                          {"packed", packed},
+                          {"issues", issues}};
+    // (The JSON keeps the forms' earlier names, which atomr-report and the recorded results use:
+    // submit_all is submit_group with each_request, all_reduce_group submit_group of buffers.)
+    constexpr std::array<const char*, forms.size()> names{"submit_all", "submit_group", "prepared", "all_reduce_group"};
+    for (std::size_t f = 0; f < forms.size(); ++f) {
+      out[std::string("atomr_") + names[f] + "_us"] = took[f];
+      out[std::string("speedup_") + names[f]] = raw_us / took[f];
+      out[std::string(names[f]) + "_returned_us"] = returned[f];
     }
+    return out;
   }
-  return total_wrong == 0 ? 0 : 1;
+
+  bool write_json(long long total_wrong, const nlohmann::json& stages_json, const nlohmann::json& engine_json,
+                  const nlohmann::json& many_json) const {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows_) {
+      out.push_back({{"size", r.bytes},
+                     {"count", r.count},
+                     {"out_of_place", to_json(r.oop)},
+                     {"in_place", to_json(r.ip)},
+                     {"raw_out_of_place", to_json(r.raw_oop)},
+                     {"raw_in_place", to_json(r.raw_ip)},
+                     {"ratio", r.raw_oop.us / r.oop.us}});
+    }
+    nlohmann::json doc{{"benchmark", "coll"},
+                       {"collective", cluster::to_string(s_.kind)},
+                       {"machine", s_.machine},
+                       {"commit", k_git_revision},
+                       {"date", utc_now()},
+                       {"ranks", n_},
+                       {"backend", to_string(w_.backend())},
+                       {"type", al::to_string(s_.type)},
+                       {"op", cluster::to_string(s_.op)},
+                       {"iters", s_.iters},
+                       {"warmup", s_.warmup},
+                       {"rounds", rounds()},
+                       {"init_to_first_all_reduce_ms", startup_.total_ms},
+                       {"startup", startup_.to_json()},
+                       {"wrong", total_wrong},
+                       {"rows", out}};
+    if (!many_json.is_null()) doc["many_small"] = many_json;
+    if (!stages_json.is_null()) doc["stages"] = stages_json;
+    doc["engine"] = engine_json;
+    std::ofstream f(s_.json_path);
+    f << doc.dump(2) << '\n';
+    return static_cast<bool>(f);
+  }
+
+  const settings& s_;
+  MPI_Comm comm_;
+  bool lead_;
+  cluster::world& w_;
+  std::vector<al::device>& devs_;
+  const startup_report& startup_;
+  coll_runner<T> runner_;
+  std::unique_ptr<bench::raw_collectives> raw_;
+  int n_;
+  std::size_t parts_;
+  std::vector<row> rows_;
+};
+
+template <typename T>
+int run_typed(const settings& s, cluster::mpi_session& session, cluster::world& w, std::vector<al::device>& devs,
+              const std::vector<int>& gpus, const startup_report& startup) {
+  return coll_bench<T>(s, session, w, devs, startup).run(gpus);
 }
 
 }  // namespace
@@ -733,7 +493,7 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   if (!session) return report_error(session.error_value().describe(), 1);
   const auto& id = (*session)->identity();
   auto t_devices = clock::now();  // (probing CUDA is part of starting the devices)
-  // --host never touches CUDA (starting it costs each rank tens of ms on a GPU machine).
+  // --host never touches CUDA (starting it costs each rank tens of ms on a host with GPUs).
   const auto probe = s.host ? result<al::device_probe>(al::device_probe{}) : al::probe_cuda_devices();
   const int visible = probe ? static_cast<int>(probe->devices.size()) : 0;
   auto gpus =
@@ -767,8 +527,8 @@ int run_bench_coll(const std::string& program, const std::vector<std::string>& a
   const double world_ms = since(t_phase) * 1e3;
   t_phase = clock::now();
   // Startup cost as a user sees it: from MPI_Init to the first all_reduce completed.
-  // (The first buffer is timed apart from the all_reduce: in some runs on the GPU machine the
-  // phase took 200 ms instead of 33, and which of the two it was is the first question.)
+  // (The first buffer is timed apart from the all_reduce: on an H200 host this phase can take
+  // 200 ms instead of 33, and which of the two it was is the first question.)
   double buffer_ms = 0;
   {
     std::vector<al::gpu_ref<float>> one;

@@ -48,8 +48,16 @@ int bench_wire(bool json) {
   return 0;
 }
 
-int bench_actors(bool json, long long messages, int producers, int round_trips) {
-  const auto r = bench::run_actor_benchmarks(messages, producers, round_trips);
+int bench_actors(bool json, long long messages, int producers, int round_trips, bool remote) {
+  std::optional<bench::coroutine_case> remote_case;
+  if (remote) {
+    auto c = bench::run_remote_ask_case(std::max(1000, round_trips / 5));
+    if (!c) return report_error(c.error_value().describe(), 1);
+    if (!*c) return 0;  // rank 1 only serves
+    remote_case = **c;
+  }
+  auto r = bench::run_actor_benchmarks(messages, producers, round_trips);
+  if (remote_case) r.coroutines.push_back(*remote_case);
   if (json) {
     nlohmann::json tp = nlohmann::json::array();
     for (const auto& c : r.throughput) {
@@ -69,7 +77,17 @@ int bench_actors(bool json, long long messages, int producers, int round_trips) 
                      {"raw_p50_us", c.raw_p50_us},
                      {"raw_p99_us", c.raw_p99_us}});
     }
-    std::cout << nlohmann::json{{"benchmark", "actors"}, {"throughput", tp}, {"latency", lat}}.dump(2) << '\n';
+    nlohmann::json co = nlohmann::json::array();
+    for (const auto& c : r.coroutines) {
+      co.push_back({{"case", c.name},
+                    {"operations", c.operations},
+                    {"callback_us", c.callback_us},
+                    {"coroutine_us", c.coroutine_us},
+                    {"ratio", c.coroutine_us / c.callback_us}});
+    }
+    std::cout << nlohmann::json{{"benchmark", "actors"}, {"throughput", tp}, {"latency", lat}, {"coroutines", co}}.dump(
+                     2)
+              << '\n';
     return 0;
   }
   std::cout << "atomr bench actors: raw = the same moodycamel queue pushed and popped by plain threads\n\n";
@@ -86,6 +104,13 @@ int bench_actors(bool json, long long messages, int producers, int round_trips) 
                fixed(c.raw_p50_us, 2), fixed(c.raw_p99_us, 2), fixed(c.atomr_p50_us / c.raw_p50_us, 2)});
   }
   l.print(std::cout);
+  std::cout << '\n';
+  text_table k({"coroutine vs callback", "operations", "callback us/op", "coroutine us/op", "coroutine/callback"});
+  for (const auto& c : r.coroutines) {
+    k.add_row({c.name, std::to_string(c.operations), fixed(c.callback_us, 4), fixed(c.coroutine_us, 4),
+               fixed(c.coroutine_us / c.callback_us, 3)});
+  }
+  k.print(std::cout);
   return 0;
 }
 
@@ -203,11 +228,12 @@ int run_actors(const std::string& program, const std::vector<std::string>& args)
       "messages", po::value(&messages)->default_value(messages), "messages per throughput case")(
       "producers", po::value(&producers)->default_value(producers),
       "producer threads for the many-producer case (1 to 1024)")(
-      "round-trips", po::value(&round_trips)->default_value(round_trips), "ask round trips to time");
+      "round-trips", po::value(&round_trips)->default_value(round_trips), "ask round trips to time")(
+      "remote", "under mpirun -n 2: also an awaited remote ask beside then() (rank 0 prints)");
   po::variables_map vm;
   const std::string me = program + " actors";
   const std::string usage =
-      "usage: atomr bench actors [--messages N] [--producers P] [--round-trips R] [--json]\n"
+      "usage: atomr bench actors [--messages N] [--producers P] [--round-trips R] [--remote] [--json]\n"
       "Tell throughput (1 and P producers), ask round trip and wake-up latency, against the raw queue.";
   if (auto done = parse_command_line(me, args, opts, usage, vm)) return *done;
   auto bad = [&](const std::string& option, const std::string& what) {
@@ -223,7 +249,7 @@ int run_actors(const std::string& program, const std::vector<std::string>& args)
                "at most --messages (" + std::to_string(messages) + "), got " + std::to_string(producers));
   }
   if (round_trips < 1) return bad("--round-trips", must_be_at_least(1, round_trips));
-  return bench_actors(vm.count("json") > 0, messages, producers, round_trips);
+  return bench_actors(vm.count("json") > 0, messages, producers, round_trips, vm.count("remote") > 0);
 }
 
 int run_p2p(const std::string& program, const std::vector<std::string>& args) {

@@ -33,9 +33,9 @@ inline double max_rss_mib(MPI_Comm comm) {
 
 // A barrier for a rank that waits while others drive atomr: MPI_Barrier would spin inside Open
 // MPI's progress engine, which under MPI_THREAD_MULTIPLE contends with the router's and the
-// transfer thread's MPI calls on the same rank (measured: an ask's round trip took 10.6 us with
-// the idle rank in MPI_Barrier; docs/benchmarks.md), and on a rank bound to one core it holds
-// that core for whole scheduler ticks. This one looks every 50 us and sleeps in between.
+// transfer thread's MPI calls on the same rank (an ask's round trip takes 10.6 us with the idle
+// rank in MPI_Barrier), and on a rank bound to one core it holds that core for whole scheduler
+// ticks (the ask then takes 4 ms). This one looks every 50 us and sleeps in between.
 inline int quiet_barrier(MPI_Comm comm) {
   MPI_Request request = MPI_REQUEST_NULL;
   if (const int rc = MPI_Ibarrier(comm, &request); rc != MPI_SUCCESS) return rc;

@@ -312,7 +312,7 @@ int run_bench_route(const std::string& program, const std::vector<std::string>& 
     if (auto p = (*r)->publish("peer-direct", *direct); !p) return report_error(p.error_value().describe(), 1);
   }
   MPI_Barrier((*session)->world());
-  // Memory once every rank's router is up (the idle ranks' stays there): docs/scale.md.
+  // Memory once every rank's router is up (the idle ranks' stays there).
   const double rss_up = max_rss_mib((*session)->world());
   const auto peer = (*r)->lookup<bench_msg>(1, "peer");
   const auto peer_direct = (*r)->lookup<bench_msg>(1, "peer-direct");

@@ -2,6 +2,7 @@
 
 #include "atomr/common/log.hpp"
 #include "atomr/local/actors/actor_system.hpp"
+#include "atomr/local/actors/resume_point.hpp"
 
 namespace atomr::local {
 
@@ -73,16 +74,22 @@ bool cell_base::try_claim() {
   // Claimed (the acquire pairs with the last runner's release: its dequeues are visible). Idle
   // means nothing older than the caller's message waits: it may then be handled first.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (state() == lifecycle::running && system_queue_.size_approx() == 0 && !has_user_work()) return true;
+  if (state() == lifecycle::running && !mailbox_held() && system_queue_.size_approx() == 0 && !has_user_work()) {
+    return true;
+  }
   release();
   return false;
 }
 
 void cell_base::release() {
+  // Read while this thread still owns the actor: a held mailbox waits for the suspended handler's
+  // resumption (a system message), so queued user messages alone do not reschedule it.
+  const bool held = mailbox_held();
   scheduled_.store(false, std::memory_order_release);  // publishes this batch to the next runner
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const lifecycle s = state();
-  if (s != lifecycle::stopped && (system_queue_.size_approx() != 0 || (s == lifecycle::running && has_user_work()))) {
+  if (s != lifecycle::stopped &&
+      (system_queue_.size_approx() != 0 || (s == lifecycle::running && !held && has_user_work()))) {
     schedule();
   }
 }
@@ -116,6 +123,8 @@ void cell_base::handle(detail::system_message& m) {
           supervise_child(msg.child, msg.cause);
         } else if constexpr (std::is_same_v<T, detail::child_stopped>) {
           std::erase_if(children_, [&](const auto& c) { return c->id() == msg.id; });
+        } else if constexpr (std::is_same_v<T, detail::resume_frame>) {
+          msg.point->resume_here();
         }
       },
       m);
@@ -166,6 +175,7 @@ void cell_base::restart(const error& cause, const restart_budget& budget) {
   children_.clear();
   {
     detail::drop_reason_scope why(error(errc::aborted, "actor '" + name_ + "' restarted after: " + cause.describe()));
+    frames_.destroy_all();  // they refer to the old instance
     destroy_instance();
   }
   start_instance();
@@ -180,6 +190,7 @@ void cell_base::do_stop(std::optional<error> reason) {
   {
     // Replies the actor kept in its state fail with this too, not only queued requests.
     detail::drop_reason_scope why(stopped_error());
+    frames_.destroy_all();  // suspended handlers and tasks: their replies and futures fail with this
     destroy_instance();
   }
   drop_user_messages();

@@ -1,6 +1,6 @@
 #include "atomr/local/actors/future.hpp"
 
-#include "atomr/common/tunables.hpp"
+#include "atomr/local/tunables.hpp"
 
 namespace atomr::local::detail {
 

@@ -5,10 +5,9 @@
 
 #include "atomr/common/context.hpp"
 #include "atomr/common/log.hpp"
-#include "atomr/common/spin.hpp"
-#include "atomr/common/tunables.hpp"
 #include "atomr/local/device/device.hpp"
 #include "atomr/local/device/wait_memo.hpp"
+#include "atomr/local/tunables.hpp"
 
 namespace atomr::local {
 namespace {
@@ -107,7 +106,7 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
       // inline and retires what finished itself; taking the lane after it put that sender's next
       // operation on the mail path, and with it every later one (their order must hold) for the
       // rest of a burst: bench p2p's copies back to back ran 0-20 % inline and at 0.3-0.5 of raw
-      // at 4-256 KiB (docs/benchmarks.md, twenty-sixth session). Asked again in a millisecond,
+      // at 4-256 KiB on two H200s. Asked again in a millisecond,
       // so that a scheduled poll (poll_scheduled_) still comes.
       const detail::device_lane::hold lane(*lane_, std::try_to_lock);
       if (!lane.owns()) {
@@ -544,67 +543,7 @@ class device_actor final : public actor<device_msg>, public detail::lane_runner 
   bool poll_scheduled_ = false;
 };
 
-// ATOMR_DEVICE_INLINE, read once; a bad value is reported once and the lane stays on.
-bool inline_lane_enabled() {
-  static const bool on = [] {
-    const auto v = tunable_value(tunables::device_inline);
-    if (v == "0") return false;
-    if (v != "1") {
-      log::get("devices")->warn("{} must be 0 or 1, got '{}'; using 1", tunables::device_inline.env, v);
-    }
-    return true;
-  }();
-  return on;
-}
-
-// Lanes this thread holds. Replies are answered, and their continuations run, while a lane is
-// held (by the device thread, or by a sender running an operation inline); a continuation that
-// sends to a device then goes by mail, never into a lane (no recursion, no lock order).
-thread_local int t_lanes_held = 0;
-constexpr int k_lane_tries = 32;  // the device thread holds the lane briefly (a poll): worth a short wait
 }  // namespace
-
-detail::device_lane::hold::hold(device_lane& lane) : lane_(lane) {
-  lane_.mutex_.lock();
-  ++t_lanes_held;
-}
-
-detail::device_lane::hold::hold(device_lane& lane, std::try_to_lock_t) : lane_(lane), owns_(lane.mutex_.try_lock()) {
-  if (owns_) ++t_lanes_held;
-}
-
-detail::device_lane::hold::~hold() {
-  if (!owns_) return;
-  --t_lanes_held;
-  lane_.mutex_.unlock();
-}
-
-bool detail::device_lane::offer(device_msg& m) {
-  if (enabled_ && t_lanes_held == 0 &&
-      sent_.load(std::memory_order_acquire) == handled_.load(std::memory_order_acquire)) {
-    // Only ever tried: a sender never blocks on a lane.
-    std::unique_lock lock(mutex_, std::try_to_lock);
-    const spin_relax relax;
-    for (int i = 1; i < k_lane_tries && !lock.owns_lock(); ++i) {
-      relax();
-      (void)lock.try_lock();
-    }
-    if (lock.owns_lock()) {
-      struct depth {
-        depth() { ++t_lanes_held; }
-        ~depth() { --t_lanes_held; }
-      } held;
-      // Checked again while held: a sender may have counted one in between.
-      if (runner_ != nullptr && sent_.load(std::memory_order_acquire) == handled_.load(std::memory_order_acquire) &&
-          runner_->run_inline(m)) {
-        inline_.fetch_add(1, std::memory_order_relaxed);
-        return true;
-      }
-    }
-  }
-  sent_.fetch_add(1, std::memory_order_acq_rel);
-  return false;
-}
 
 result<device> device::start(actor_system& system, int index, device_kind kind, device_options options) {
   if (kind == device_kind::host && !options.host_arena_most) {
@@ -617,61 +556,13 @@ result<device> device::start(actor_system& system, int index, device_kind kind, 
     options.host_arena_most = static_cast<std::size_t>(*most);
   }
   auto state = std::make_shared<device_state>(index, kind);
-  auto lane = std::make_shared<detail::device_lane>(inline_lane_enabled());
+  auto lane = std::make_shared<detail::device_lane>();
   spawn_options spawn{.name = "device-" + std::to_string(index),
                       .dispatch = dispatch_kind::dedicated,
                       // A failure past the rebuild budget, or a failed start, ends the device.
                       .supervision = {}};
   ATOMR_ASSIGN_OR_RETURN(auto ref, system.spawn<device_actor>(spawn, state, lane, options));
   return device(std::move(ref), std::move(state), std::move(lane), options);
-}
-
-future<void> device::run(std::function<result<void>(const stream_context&)> work,
-                         std::vector<std::shared_ptr<buffer_block>> uses) const {
-  for (const auto& b : uses) {
-    if (!b) return failed(error(errc::invalid_argument, "empty gpu_ref"));
-  }
-  return send<void>([&](auto r) {
-    auto writes = detail::tickets_for(uses);
-    return detail::run_op{std::move(work), std::move(uses), std::move(writes), std::move(r)};
-  });
-}
-
-error detail::too_many_elements(std::string_view op, std::size_t count, std::string_view direction,
-                                std::uint64_t buffer, std::size_t size) {
-  return error(errc::invalid_argument, std::string(op) + " of " + std::to_string(count) + " elements " +
-                                           std::string(direction) + " buffer " + std::to_string(buffer) + " of " +
-                                           std::to_string(size));
-}
-
-namespace {
-bool listed(const std::vector<detail::write_ticket>& tickets, const buffer_block* b) {
-  return std::any_of(tickets.begin(), tickets.end(), [&](const auto& t) { return t.block.get() == b; });
-}
-}  // namespace
-
-// A buffer named twice gets one ticket: a second ticket would wait for the first, which is
-// reported only when this same operation is enqueued.
-std::vector<detail::write_ticket> detail::reads_of(const std::vector<std::shared_ptr<buffer_block>>& read) {
-  std::vector<write_ticket> out;
-  out.reserve(read.size());
-  for (const auto& b : read) {
-    if (!listed(out, b.get())) out.push_back({b, b->writes_requested()});
-  }
-  return out;
-}
-
-std::vector<detail::write_ticket> detail::tickets_for(const std::vector<std::shared_ptr<buffer_block>>& written) {
-  std::vector<write_ticket> out;
-  out.reserve(written.size());
-  for (const auto& b : written) {
-    if (!listed(out, b.get())) out.push_back({b, b->request_write()});
-  }
-  return out;
-}
-
-future<device_stats> device::stats() const {
-  return send<device_stats>([](auto r) { return detail::stats_op{std::move(r)}; });
 }
 
 }  // namespace atomr::local

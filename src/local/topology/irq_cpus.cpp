@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "atomr/common/tunables.hpp"
 #include "atomr/local/devices.hpp"
+#include "atomr/local/tunables.hpp"
 
 namespace atomr::local {
 

@@ -1,5 +1,5 @@
 // Recycled storage for small objects that one thread makes and another frees, many at a time: the
-// world's requests (a caller makes them, the progress thread frees them, hundreds per submit_all
+// world's requests (a caller makes them, the progress thread frees them, hundreds per submit_group(each_request)
 // call) and the promises' shared states.
 //
 // With the allocator's per-thread caches that is memory flowing one way: the freeing thread's

@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "atomr/common/launch_env.hpp"
 #include "atomr/common/tunables.hpp"
 
 namespace atomr {
@@ -65,7 +66,7 @@ class spin_relax {
   bool plenty_here() const noexcept { return plenty_; }
   // ATOMR_SPIN=pause or yield overrides the count (auto, the default, or anything else: the
   // count decides): the test command runs the world's tests at 4 ranks spinning on its 2 cores,
-  // the way they run on the GPU machine, where a hang showed only so.
+  // the way they run on a GPU host with a core per rank, where some hangs show only so.
   static bool plenty() noexcept {
     static const bool value = [] {
       const auto mode = tunable_value(tunables::spin);
@@ -82,19 +83,8 @@ class spin_relax {
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     if (sched_getaffinity(0, sizeof(set), &set) != 0) return std::thread::hardware_concurrency();
     const auto mask = static_cast<unsigned>(CPU_COUNT(&set));
-    const unsigned local = ranks_on_this_node();
+    const unsigned local = atomr::ranks_on_this_node();
     return online > 0 && mask >= static_cast<unsigned>(online) && local > 1 ? std::max(1u, mask / local) : mask;
-  }
-  // From the launcher's environment; 1 where none says.
-  static unsigned ranks_on_this_node() noexcept {
-    for (const char* name :
-         {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
-      const char* v = std::getenv(name);
-      if (v == nullptr) continue;
-      const unsigned long n = std::strtoul(v, nullptr, 10);  // "4(x2)" under Slurm: the leading count
-      if (n > 0 && n < 1'000'000) return static_cast<unsigned>(n);
-    }
-    return 1;
   }
 
  private:

@@ -85,8 +85,9 @@ using wire_registry = message_registry<
     message_entry<fetch_ready, 17, "fetch_ready">,
     message_entry<buffer_manifest, 18, "buffer_manifest">,
     message_entry<remote_buffer, 19, "remote_buffer">>;
-// Also atomr's, registered where their types live (they hold a reply_to from the local layer):
-//   0x100 fetch_ask (cluster/buffer_registry.cpp)
+// Also atomr's, registered as user_message where their types live, since they hold a reply_to
+// from the local layer, which this layer sits below (cluster/buffers/registry_state.hpp):
+//   0x100 fetch_ask, 0x101 ipc_ask, 0x102 ipc_done, 0x103 ipc_unmap, 0x104 nccl_ask
 // clang-format on
 
 template <typename T, typename Registry = wire_registry>

@@ -23,6 +23,7 @@
 
 #include "atomr/local/actors/actor.hpp"
 #include "atomr/local/actors/dispatcher.hpp"
+#include "atomr/local/actors/frame_registry.hpp"
 #include "atomr/local/actors/spawn_options.hpp"
 
 namespace atomr::local {
@@ -30,6 +31,8 @@ namespace atomr::local {
 class cell_base;
 
 namespace detail {
+class resume_point;
+
 struct start_request {};
 struct stop_request {
   std::optional<error> reason;
@@ -46,8 +49,12 @@ struct child_failed {
 struct child_stopped {
   std::uint64_t id;
 };
-using system_message =
-    std::variant<start_request, stop_request, resume_request, restart_request, child_failed, child_stopped>;
+// A coroutine of this actor whose awaited future is fulfilled: resume it here (see resume_point.hpp).
+struct resume_frame {
+  std::shared_ptr<resume_point> point;
+};
+using system_message = std::variant<start_request, stop_request, resume_request, restart_request, child_failed,
+                                    child_stopped, resume_frame>;
 }  // namespace detail
 
 // Producer tokens by destination mailbox. moodycamel keeps FIFO order per producer only, and a
@@ -119,6 +126,10 @@ class cell_base : public std::enable_shared_from_this<cell_base> {
   // Own thread only.
   void add_child(std::shared_ptr<cell_base> child) { children_.push_back(std::move(child)); }
   void keep_timer(timer_handle h) { timers_.push_back(std::move(h)); }
+  // The suspended coroutine frames this actor owns (see frame_registry.hpp).
+  detail::frame_registry& frames() noexcept { return frames_; }
+  // A coroutine handler finished with an error after it suspended: fail as a throwing handler does.
+  void handler_failed(error e) { fail(std::move(e)); }
 
   // The actor whose handler is running on this thread, if any.
   static cell_base* current() noexcept;
@@ -150,6 +161,8 @@ class cell_base : public std::enable_shared_from_this<cell_base> {
   virtual bool has_user_work() const = 0;
   // Any thread: discards queued user messages (their reply_to handles fail with the drop reason).
   virtual void drop_user_messages() = 0;
+  // A suspended coroutine handler holds the mailbox: no user message runs until it finishes.
+  bool mailbox_held() const noexcept { return frames_.holding(); }
 
   // The current message failed (own thread): suspend and ask the supervisor.
   void fail(error e);
@@ -178,6 +191,7 @@ class cell_base : public std::enable_shared_from_this<cell_base> {
   std::vector<timer_handle> timers_;
   producer_tokens tokens_;
   std::deque<std::chrono::steady_clock::time_point> restarts_;
+  detail::frame_registry frames_;
 
   std::mutex watchers_mutex_;
   std::vector<promise<terminated>> watchers_;
@@ -209,7 +223,10 @@ class cell final : public cell_base {
         direct_(options.direct),
         context_(*this) {}
 
-  ~cell() override { drop_user_messages(); }
+  ~cell() override {
+    frames().destroy_all();  // before the instance they refer to
+    drop_user_messages();
+  }
 
   std::shared_ptr<cell<Msg>> shared_self() { return std::static_pointer_cast<cell<Msg>>(shared_from_this()); }
 
@@ -284,7 +301,7 @@ class cell final : public cell_base {
 
   void process_user(std::size_t batch) override {
     slot s;
-    for (std::size_t i = 0; i < batch && state() == lifecycle::running; ++i) {
+    for (std::size_t i = 0; i < batch && state() == lifecycle::running && !mailbox_held(); ++i) {
       if (!mailbox_.try_dequeue(consumer_, s)) return;
       release_slot();
       if (!handle_one(s.message)) return;

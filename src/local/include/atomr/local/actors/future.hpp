@@ -6,6 +6,7 @@
 // Threading: any thread may fulfil; any thread may wait. A continuation (then) runs on the thread
 // that fulfils, or at once on the caller's thread if the future is already ready; it must not
 // block. Do not call get() from an actor's handler while the answer needs that actor's thread.
+// A coroutine awaits a future instead (co_await; see awaitable.hpp and task.hpp).
 #pragma once
 
 #include <atomic>
@@ -48,8 +49,8 @@ namespace detail {
 
 // How long wait() looks before it sleeps: ATOMR_WAIT_LOOK_US (auto: 1000 us where the rank has
 // CPUs to spare, else 200), read once. With 200 us a 1 GiB token fetch (730 us) slept and was
-// woken by the completion waiter: 0.95-0.97 of raw on the GPU machine, 0.986-0.993 with 1000 us,
-// in one lease (docs/benchmarks.md, sixth session).
+// woken by the completion waiter: 0.95-0.97 of raw on an H100 with 16 vCPUs, 0.986-0.993 with
+// 1000 us on the same machine.
 std::chrono::microseconds wait_look();
 
 template <typename T>
@@ -78,7 +79,7 @@ class shared_state : public std::enable_shared_from_this<shared_state<T>> {
   }
 
   bool ready() const {
-    if (marked()) return true;
+    if (fulfilled()) return true;
     std::lock_guard lock(mutex_);
     return value_.has_value();
   }
@@ -241,6 +242,8 @@ error waiting_forbidden_error();
 template <typename T>
 class future {
  public:
+  using value_type = T;
+
   future() = default;
   explicit future(std::shared_ptr<detail::shared_state<T>> state) : state_(std::move(state)) {}
 

@@ -35,6 +35,8 @@ struct spawn_options {
   // for a pool worker. That saves the mailbox and a hand-off between threads, about a third of a
   // remote ask. The actor's handlers must then be short and never wait: a future's get() inside
   // one that is not ready fails at once with errc::invalid_argument (it would stall the router).
+  // A coroutine handler (coroutine_actor) awaits instead: it runs here until it first suspends
+  // and resumes on the pool.
   bool direct = false;
 };
 

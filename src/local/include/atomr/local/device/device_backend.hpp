@@ -86,7 +86,7 @@ class device_backend {
   // `caller_looks`: the work was enqueued on the thread that will likely wait for it (the inline
   // lane). Then `look`, set as the progress hook of the operation's future, lets that thread see
   // the completion itself while it looks and call `done` there, which spares it the hand-over
-  // from the completion thread (0.6-1 us on the GPU machine); the completion thread leaves the
+  // from the completion thread (0.6-1 us on an H200); the completion thread leaves the
   // mark to it for a few microseconds, and takes it back when the thread stops looking.
   virtual result<marked> mark(std::function<void(bool ok)> done, bool caller_looks) = 0;
   // How many marks their caller answered so far (any thread).

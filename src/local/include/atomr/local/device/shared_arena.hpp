@@ -4,7 +4,7 @@
 // memfd mapped MAP_SHARED, which another process of the same user on this node can map too
 // (through /proc/<pid>/fd/<fd>). The host backend's shared-memory all_reduce (src/cluster) uses that to
 // read the other ranks' inputs and write their outputs where they are, instead of copying every
-// input into a shared ring and every output back out (docs/benchmarks.md, twenty-fifth session).
+// input into a shared ring and every output back out.
 //
 // The arena reserves k_arena_bytes of address space and backs only what is touched; memory freed
 // goes back to the arena's allocator (Boost.Interprocess's best-fit allocator over the mapping),

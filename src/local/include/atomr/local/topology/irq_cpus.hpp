@@ -1,8 +1,7 @@
 // Which CPUs take a PCI device's interrupts, from /proc/interrupts and /proc/irq/<n>/. A GPU
-// raises one each time a CUDA graph launch completes (an eager NCCL call raises none), and on a
-// VM handling it stalled whatever thread ran on that CPU for 35-45 us: a polling thread there saw
-// its collective finish that much late (docs/benchmarks.md, twentieth session). Spinning threads
-// keep off these CPUs (avoid_cpus).
+// raises one each time a CUDA graph launch completes (an eager NCCL call raises none), and on KVM
+// guests handling it stalls whatever thread runs on that CPU for 35-45 us: a polling thread there
+// sees its collective finish that much late. Spinning threads keep off these CPUs (avoid_cpus).
 #pragma once
 
 #include <string>

@@ -10,6 +10,7 @@
 #include "atomr/common/version.hpp"
 #include "command_line.hpp"
 #include "commands.hpp"
+#include "tunable_check.hpp"
 
 namespace po = boost::program_options;
 
@@ -98,6 +99,10 @@ int main(int argc, char** argv) {
   }
   // `rest` holds the command name itself; a global --help means the command's help.
   rest.erase(std::find(rest.begin(), rest.end(), name));
-  if (vm.count("help")) rest.insert(rest.begin(), "--help");
+  if (vm.count("help")) {
+    rest.insert(rest.begin(), "--help");
+  } else if (const auto bad = atomr::apps::first_bad_tunable()) {
+    return atomr::apps::report_error(*bad, 2);
+  }
   return it->second.run(name, rest);
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs a job that must fail: it must end (non-zero) within <limit> seconds, and its output must
-# match every <regex> given with -m. The time is measured here, around the whole job.
+# match every <regex> given with -m. The time is measured here, around the whole job. Nothing the
+# job made may be left in /dev/shm.
 #   expect_job_ends.sh <limit, whole seconds> [-m regex]... -- command...
 set -uo pipefail
 limit=$1
@@ -13,6 +14,7 @@ while [[ $1 != -- ]]; do
 done
 shift
 out=$(mktemp)
+marker=$(mktemp)
 start=$(date +%s%3N)
 # A hard stop well past the limit, so that a hung job fails this test instead of hanging CTest.
 timeout -s KILL $((limit + 60)) "$@" >"$out" 2>&1
@@ -27,5 +29,7 @@ fail=0
 for p in "${patterns[@]}"; do
   grep -Eq "$p" "$out" || { echo "FAIL: no line matches '$p'" >&2; fail=1; }
 done
-rm -f "$out"
+left=$(find /dev/shm -maxdepth 1 -name 'atomr-*' -newer "$marker" 2>/dev/null)
+[[ -z $left ]] || { echo "FAIL: left behind in /dev/shm: $left" >&2; fail=1; }
+rm -f "$out" "$marker"
 exit $fail

@@ -3,7 +3,7 @@
 // node), kills itself (SIGKILL), or exits with code 1. The others keep reducing, so they wait on
 // it: liveness must name it and end the job.
 //   failure_scenarios stop|kill|exit1|exit1_cause|timeout|hang|none|late|continue|router|router_reversed|fetch|
-//                     fetch_inflight|shrink
+//                     fetch_inflight|shrink|paused|hang_in_create
 // none: nobody misbehaves (no false alarm; prints "all ranks done"). late: nobody misbehaves, but
 // rank 3 works on for longer than the heartbeat timeout after the others have ended (no false
 // alarm while they wait for it). continue: rank 1 stops, and
@@ -19,9 +19,12 @@
 // timeout): rank 1 stops; the others' all_reduce times out first, they end, and the session must
 // still name rank 1 and end the job instead of waiting for it in MPI_Finalize. hang: rank 1 blocks
 // in its main thread while its heartbeats go on; the others' all_reduce times out, and their
-// session names rank 1 as not finished once the heartbeat timeout has passed.
+// session names rank 1 as not finished once the heartbeat timeout has passed. hang_in_create: the
+// same, but rank 1 hangs instead of creating the world, and the others' creation times out. paused:
+// see paused_and_resumed().
 
 #include <signal.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -86,6 +89,54 @@ int go_on_shrunk(atomr::cluster::world& old, const al::device& dev, int rank,
   // Leaves normally: the session skips MPI_Finalize (it would wait for the stopped rank), and the
   // launcher ends the job, the stopped rank too.
   return 0;
+}
+
+// paused: with ATOMR_ON_FAILURE=continue, rank 1 is stopped for longer than the heartbeat timeout
+// and then resumed (a shell it started sends SIGCONT). The others name it. Its own watcher must see
+// that it was the one not running, and name nobody: every peer looks silent to it at first.
+int paused_and_resumed(atomr::cluster::mpi_session& session, const std::vector<int>& pids, int rank) {
+  const MPI_Comm comm = session.world();
+  const auto* live = session.liveness();
+  if (live == nullptr) return 3;
+  char byte = 0;
+  if (rank == 1) {
+    const std::string resume = "sleep 5; kill -CONT " + std::to_string(::getpid());
+    const char* argv[] = {"/bin/sh", "-c", resume.c_str(), nullptr};
+    pid_t shell = 0;
+    if (::posix_spawn(&shell, "/bin/sh", nullptr, nullptr, const_cast<char* const*>(argv), environ) != 0) return 5;
+    const auto stopped = std::chrono::steady_clock::now();
+    ::raise(SIGSTOP);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+    // A heartbeat timeout and a half for the watcher to judge (wrongly, if it does) after the pause:
+    // an observation window, not a synchronization.
+    std::this_thread::sleep_for(std::chrono::milliseconds(4500));
+    std::string named;
+    for (const auto& [r, text] : live->failed_ranks()) named += (named.empty() ? "" : ", ") + std::to_string(r);
+    std::printf("rank 1 resumed after %.1f s; failed ranks it knows of: %s\n", s,
+                named.empty() ? "none" : named.c_str());
+    std::fflush(stdout);
+    MPI_Send(&byte, 1, MPI_BYTE, 0, 9, comm);
+    for (;;) ::pause();  // rank 0 ends it
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (live->failed_ranks().empty() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls liveness's report
+  }
+  const auto failed = live->failed_ranks();
+  if (failed.empty()) return 4;
+  std::printf("rank %d kept going after: %s\n", rank, failed.front().second.c_str());
+  std::fflush(stdout);
+  const int size = static_cast<int>(pids.size());
+  if (rank == 0) {
+    MPI_Recv(&byte, 1, MPI_BYTE, 1, 9, comm, MPI_STATUS_IGNORE);
+    for (int r = 2; r < size; ++r) MPI_Recv(&byte, 1, MPI_BYTE, r, 7, comm, MPI_STATUS_IGNORE);
+    for (int r = 2; r < size; ++r) MPI_Send(&byte, 1, MPI_BYTE, r, 8, comm);
+    ::kill(pids[1], SIGKILL);
+  } else {
+    MPI_Send(&byte, 1, MPI_BYTE, 0, 7, comm);
+    MPI_Recv(&byte, 1, MPI_BYTE, 0, 8, comm, MPI_STATUS_IGNORE);
+  }
+  std::_Exit(0);  // MPI_Finalize would wait for the dead rank
 }
 
 int main(int argc, char** argv) {
@@ -175,6 +226,7 @@ int main(int argc, char** argv) {
                     .ask<int>([](al::reply_to<int> r) { return keep_reply{std::move(r)}; }, std::chrono::seconds(60));
     }
   }
+  if (mode == "paused") return paused_and_resumed(**session, pids, rank);
   if (mode == "continue" || mode == "router" || mode == "router_reversed" || mode == "fetch" ||
       mode == "fetch_inflight") {
     if (rank == 1) ::raise(SIGSTOP);
@@ -219,6 +271,9 @@ int main(int argc, char** argv) {
   al::actor_system system;
   auto dev = al::device::start(system, 0, cuda ? al::device_kind::cuda : al::device_kind::host).value();
   auto options = atomr::cluster::world_options::from_environment().value();
+  if (mode == "hang_in_create" && rank == 1) {
+    for (;;) ::pause();  // never comes to the world the others create; its heartbeats go on
+  }
   auto world = atomr::cluster::world::create((*session)->world(), {dev}, options);
   if (!world) {
     std::fprintf(stderr, "world: %s\n", world.error_value().describe().c_str());

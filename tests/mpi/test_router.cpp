@@ -3,6 +3,7 @@
 // payloads, bounded queues and the draining stop.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <atomic>
 #include <cereal/types/vector.hpp>
@@ -11,10 +12,12 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <variant>
 
 #include "atomr/cluster/router.hpp"
+#include "atomr/common/log.hpp"
 #include "atomr/common/tunables.hpp"
 
 #if defined(__SANITIZE_THREAD__)
@@ -37,6 +40,7 @@ using atomr::cluster::cluster_ref;
 using atomr::cluster::router;
 namespace local = atomr::local;
 namespace wire = atomr::serialization;
+namespace log = atomr::log;
 
 struct seq_msg {
   std::uint32_t from = 0;
@@ -380,6 +384,34 @@ TEST_F(router_test, asks_get_replies_deadlines_and_named_errors) {
   EXPECT_TRUE(wrong);  // a tell: a dead letter over there, counted below
   ASSERT_TRUE(r->stop());
   EXPECT_EQ(r->stats().dead_letters, 1u);
+}
+
+// A flood of tells to an actor that does not exist: every one is counted, few are logged.
+TEST_F(router_test, a_flood_of_dead_letters_is_counted_in_full_and_logged_within_budget) {
+  std::ostringstream log_text;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_text);
+  log::get("router")->sinks().push_back(sink);
+  auto r = start();
+  MPI_Barrier(MPI_COMM_WORLD);
+  const int peer = (rank_ + 1) % size_;
+  auto nobody = r->lookup<counter_msg>(peer, "nobody");
+  const std::uint64_t n = 5000;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::uint64_t i = 0; i < n; ++i) ASSERT_TRUE(nobody.tell(seq_msg{static_cast<std::uint32_t>(rank_), i}));
+  ASSERT_TRUE(r->stop());
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto& sinks = log::get("router")->sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+  // Exactly one peer tells each rank when size_ > 1 (rank - 1); a single rank tells itself.
+  EXPECT_EQ(r->stats().dead_letters, n);
+  const std::string text = log_text.str();
+  std::size_t lines = 0;
+  for (std::size_t at = text.find("dead letter:"); at != std::string::npos; at = text.find("dead letter:", at + 1)) {
+    ++lines;
+  }
+  EXPECT_GE(lines, 1u);
+  // 10 a second: at most 10 per window the flood touched.
+  EXPECT_LE(lines, 10 * (static_cast<std::size_t>(seconds) + 2)) << seconds << " s\n" << text.substr(0, 2000);
 }
 
 TEST_F(router_test, refs_travel_through_a_third_rank) {

@@ -2,6 +2,7 @@
 // never joins (the watchdog), ranks that disagree (the consistency check), a rank that cannot
 // create the world.
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "world_fixture.hpp"
@@ -198,6 +199,44 @@ TEST_F(WorldFailures, ARankThatCannotCreateTheWorldFailsItEverywhere) {
               "creating a world failed on other ranks: rank 1: invalid_argument: a world needs at least one local "
               "device");
   }
+}
+
+// "ranks 0, 2-3": every rank of the test's world but rank 1, as agree_settings lists them.
+std::string all_but_rank_1(int size) {
+  if (size == 2) return "rank 0";
+  return size == 3 ? "ranks 0, 2" : "ranks 0, 2-" + std::to_string(size - 1);
+}
+
+TEST_F(WorldFailures, OptionsThatShapeTheCallsMustAgreeAndTheRankThatDiffersIsNamed) {
+  if (size_ < 2) GTEST_SKIP() << "needs 2 ranks";
+  cluster::world_options o;
+  if (rank_ == 1) o.pack_limit = 0;  // rank 1 would not pack what the others pack
+  const auto w = cluster::world::create(MPI_COMM_WORLD, {dev_}, o);
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error_value().code(), errc::invalid_argument);
+  EXPECT_EQ(w.error_value().message(),
+            "creating a world: ATOMR_COLL_PACK_BYTES must be the same on every rank: '0' on rank 1, '65536' on " +
+                all_but_rank_1(size_));
+  // The same world, agreed, is made next: nothing was left half made.
+  EXPECT_TRUE(cluster::world::create(MPI_COMM_WORLD, {dev_}, {}));
+}
+
+TEST_F(WorldFailures, HostBackendSettingsMustAgree) {
+  if (size_ < 2) GTEST_SKIP() << "needs 2 ranks";
+  if (rank_ == 1) {
+    ASSERT_EQ(::setenv("ATOMR_HOST_SHM_BYTES", "0", 1), 0);
+  }
+  const auto w = cluster::world::create(MPI_COMM_WORLD, {dev_}, {});
+  if (rank_ == 1) {
+    ASSERT_EQ(::unsetenv("ATOMR_HOST_SHM_BYTES"), 0);
+  }
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error_value().code(), errc::invalid_argument);
+  EXPECT_NE(w.error_value().message().find("starting the host backend: ATOMR_HOST_SHM_BYTES must be the same on "
+                                           "every rank: '0' on rank 1, '4194304' on " +
+                                           all_but_rank_1(size_)),
+            std::string::npos)
+      << w.error_value().message();
 }
 
 TEST_F(WorldFailures, NcclIsRefusedForHostDevices) {

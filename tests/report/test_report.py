@@ -430,6 +430,60 @@ class Quickstart(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.build, "quickstart", "coll.json")))
 
 
+def doctor_report():
+    """An `atomr doctor -J` report of 3 ranks on 2 nodes: pair 0<->2 is the outlier of its class."""
+    def pair(a, b, cls, gbps, reference, outlier):
+        return {"a": a, "b": b, "class": cls, "gbps_ab": gbps, "gbps_ba": gbps * 1.1, "link_gbps": gbps,
+                "reference_gbps": reference, "outlier": outlier, "failure": ""}
+    return {"doctor": 1, "ranks": 3, "nodes": 2, "fraction": 0.6,
+            "rank_results": [{"rank": 0, "hostname": "n1"}, {"rank": 1, "hostname": "n1"},
+                             {"rank": 2, "hostname": "n2"}],
+            "pairs": [pair(0, 1, "MPI over shared memory", 5.0, 5.0, False),
+                      pair(0, 2, "MPI over the network", 0.5, 2.0, True),
+                      pair(1, 2, "MPI over the network", 2.0, 2.0, False)],
+            "findings": [{"text": "pair 0<->2: 0.5 GB/s, 25 % of the healthy level of its class"}]}
+
+
+class Doctor(unittest.TestCase):
+    """--doctor: the heatmap marks the outlier's two cells; the bars are the pairs' GB/s in order."""
+
+    def draw(self, doc):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(doc, f)
+        out = tempfile.mkdtemp()
+        return run_report("--doctor", f.name, "-o", out), out
+
+    def test_the_plots(self):
+        r, out = self.draw(doctor_report())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for name in ("doctor_pairs", "doctor_bars"):
+            for ext in ("png", "svg"):
+                self.assertTrue(os.path.getsize(os.path.join(out, f"{name}.{ext}")) > 0, name + ext)
+        heat = svg_texts(os.path.join(out, "doctor_pairs.svg"))
+        for label in ("0 n1", "1 n1", "2 n2", "fetcher", "owner"):
+            self.assertIn(label, heat)
+        self.assertTrue(any("3 ranks, 2 nodes" in t for t in heat), heat)
+        # The outlier's two cells are outlined in red: two rectangles of that stroke.
+        root = ET.parse(os.path.join(out, "doctor_pairs.svg")).getroot()
+        red = [e for e in root.iter() if "stroke: #ff0000" in (e.get("style") or "")]
+        self.assertEqual(len(red), 2, [e.get("style") for e in red])
+        bars = svg_texts(os.path.join(out, "doctor_bars.svg"))
+        self.assertEqual([t for t in bars if "<->" in t], ["0<->1", "0<->2", "1<->2"])
+        self.assertTrue(any("60 % of it" in t for t in bars), bars)
+
+    def test_not_a_doctor_report(self):
+        r, out = self.draw({"benchmark": "coll", "rows": []})
+        assert_one_line_error(self, r, r"not an atomr doctor report")
+        self.assertEqual(os.listdir(out), [])
+
+    def test_a_report_without_pairs(self):
+        doc = doctor_report()
+        doc["pairs"] = []
+        r, out = self.draw(doc)
+        assert_one_line_error(self, r, r"a report without pairs \(3 rank\(s\)\); nothing to draw")
+        self.assertEqual(os.listdir(out), [])
+
+
 class Performance(unittest.TestCase):
     """--performance on a small fixture: one machine folder with a coll, a route and a fetch file
     and their commands; the page names the hardware and command of each table and holds the

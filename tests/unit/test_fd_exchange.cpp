@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -298,6 +299,54 @@ TEST(FdExchange, BrokenClientsDoNotStopTheServer) {
   ::close(silent);
   ::close(short_request);
   ::close(long_request);
+  server->reset();
+  ::close(memfd);
+}
+
+// Another user's processes (a child that became uid 65534): their request is refused, and 30 silent
+// connections of theirs do not hold the server from answering its own user at once.
+TEST(FdExchange, AnotherUsersConnectionsAreDroppedAtOnce) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to start a process of another uid";
+  const std::string name = unique_name("users");
+  int go[2];
+  int ready[2];
+  int done[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(done), 0);
+  // The child is forked before the server's thread exists, and waits for it.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Exit codes: 0 refused as it must be, 1 not refused, 2 could not become another user.
+    char byte = 0;
+    if (::read(go[0], &byte, 1) != 1) ::_exit(3);
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(2);
+    const auto asked = request_fd(name, 5, 2s);
+    std::vector<int> silent;
+    for (int i = 0; i < 30; ++i) silent.push_back(raw_connect(name));
+    (void)!::write(ready[1], &byte, 1);
+    (void)!::read(done[0], &byte, 1);  // until the parent is done
+    ::_exit(asked.has_value() ? 1 : 0);
+  }
+  const int memfd = make_memfd("mine only");
+  ASSERT_GE(memfd, 0);
+  auto server = fd_server::start(name, serve_map({{5, memfd}}));
+  ASSERT_TRUE(server.has_value()) << server.error_value();
+  char byte = 0;
+  ASSERT_EQ(::write(go[1], &byte, 1), 1);
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  // Were the silent connections served in turn, each would hold the server for its read limit.
+  auto fd = request_fd(name, 5, 3s);
+  ASSERT_EQ(::write(done[1], &byte, 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(fd.has_value()) << fd.error_value();
+  EXPECT_EQ(read_back(*fd, 9), "mine only");
+  ::close(*fd);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the other user's request was answered (1) or it could not switch users (2)";
+  for (int p : {go[0], go[1], ready[0], ready[1], done[0], done[1]}) ::close(p);
   server->reset();
   ::close(memfd);
 }

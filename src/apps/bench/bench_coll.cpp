@@ -56,6 +56,19 @@ class coll_bench {
         parts_(splits(s.kind) ? static_cast<std::size_t>(w.size()) : 1) {}
 
   int run(const std::vector<int>& gpus) {
+    // Which sizes hold an element depends on the world's size, so the options alone cannot say.
+    const std::vector<std::size_t> counts = row_counts();
+    if (counts.empty()) {
+      if (lead_) {
+        report_error("-b/--minbytes, -e/--maxbytes: no size from " + std::to_string(s_.min_bytes) + " to " +
+                         std::to_string(s_.max_bytes) + " B holds one " + std::string(al::to_string(s_.type)) +
+                         " element per rank (" + std::string(cluster::to_string(s_.kind)) + " at " +
+                         std::to_string(n_) + " ranks needs at least " + std::to_string(sizeof(T) * parts_) +
+                         " B); nothing to measure",
+                     2);
+      }
+      return 2;
+    }
     if (auto r = runner_.allocate(); !r) return fail(r.error_value());
     // The many-small mode reuses these buffers: big enough for either.
     auto raw = bench::make_raw_collectives(
@@ -63,15 +76,11 @@ class coll_bench {
     if (!raw) return fail(raw.error_value());
     raw_ = std::move(*raw);
     if (lead_) print_header();
-    for (std::size_t bytes = s_.min_bytes; bytes <= s_.max_bytes; bytes *= s_.factor) {
-      const std::size_t count = bytes / sizeof(T) / parts_;  // per rank
-      if (count != 0) {
-        auto r = measure(count);
-        if (!r) return fail(r.error_value());
-        if (lead_) print_row(*r);
-        rows_.push_back(std::move(*r));
-      }
-      if (bytes > s_.max_bytes / s_.factor) break;
+    for (const std::size_t count : counts) {
+      auto r = measure(count);
+      if (!r) return fail(r.error_value());
+      if (lead_) print_row(*r);
+      rows_.push_back(std::move(*r));
     }
     long long total_wrong = 0;
     for (const auto& r : rows_) total_wrong += std::max(0LL, r.oop.wrong) + std::max(0LL, r.ip.wrong);
@@ -103,6 +112,16 @@ class coll_bench {
 
  private:
   int fail(const error& e) const { return report_error(e.describe(), 1); }
+
+  // The per-rank element count of each size from -b to -e that holds at least one.
+  std::vector<std::size_t> row_counts() const {
+    std::vector<std::size_t> counts;
+    for (std::size_t bytes = s_.min_bytes; bytes <= s_.max_bytes; bytes *= s_.factor) {
+      if (const std::size_t count = bytes / sizeof(T) / parts_; count != 0) counts.push_back(count);
+      if (bytes > s_.max_bytes / s_.factor) break;
+    }
+    return counts;
+  }
   bool no_in_place() const { return s_.kind == coll_kind::all_to_all; }
   int rounds() const { return std::clamp(s_.rounds, 1, s_.iters); }
 

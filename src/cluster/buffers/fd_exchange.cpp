@@ -230,6 +230,18 @@ void fd_server::serve_one(int conn) {
                    errno_text(errno));
     return;
   }
+  // An abstract socket has no file mode: anyone in the network namespace can connect, and the fds
+  // served (device memory) must not reach another user's processes. They are dropped before their
+  // request is read, so they cannot hold the server (it serves one connection at a time).
+  if (peer.uid != ::geteuid()) {
+    if (const auto left_out = refused_log_.admit()) {
+      logger()->warn(
+          "fd server '{}': dropped a connection from pid {} of uid {} (it serves uid {} only; {} more "
+          "dropped since the last such line)",
+          name_, peer.pid, peer.uid, ::geteuid(), *left_out);
+    }
+    return;
+  }
 
   // Wait for the key on the connection and on the stop eventfd, with a limit: a client that
   // connects and sends nothing delays the others only that long, and never the destructor.
@@ -245,8 +257,10 @@ void fd_server::serve_one(int conn) {
     }
     if (fds[1].revents != 0) return;  // stopping; run() sees the eventfd too
     if (ready == 0) {
-      logger()->warn("fd server '{}': pid {} sent no request within {} ms; dropping the connection", name_, peer.pid,
-                     k_request_read_limit.count());
+      if (bad_request_log_.admit()) {
+        logger()->warn("fd server '{}': pid {} sent no request within {} ms; dropping the connection", name_, peer.pid,
+                       k_request_read_limit.count());
+      }
       return;
     }
     break;
@@ -268,20 +282,10 @@ void fd_server::serve_one(int conn) {
     return;
   }
   if (n != static_cast<ssize_t>(sizeof key)) {
-    logger()->warn("fd server '{}': malformed request from pid {}: {} bytes, expected {}; dropping it", name_, peer.pid,
-                   n, sizeof key);
-    return;
-  }
-
-  // An abstract socket has no file mode: anyone in the network namespace can connect, and the fds
-  // served (device memory) must not reach another user's processes.
-  if (peer.uid != ::geteuid()) {
-    logger()->warn("fd server '{}': refusing key {} to pid {} of uid {} (this server runs as uid {})", name_, key,
-                   peer.pid, peer.uid, ::geteuid());
-    send_reply(
-        name_, conn, k_status_error,
-        "uid " + std::to_string(peer.uid) + " may not take fds from a server of uid " + std::to_string(::geteuid()),
-        -1);
+    if (bad_request_log_.admit()) {
+      logger()->warn("fd server '{}': malformed request from pid {}: {} bytes, expected {}; dropping it", name_,
+                     peer.pid, n, sizeof key);
+    }
     return;
   }
 

@@ -8,6 +8,8 @@
 #include "atomr/cluster/engine/backend_wrapper.hpp"
 #include "atomr/cluster/engine/world_engine.hpp"
 #include "atomr/cluster/host/host_backend.hpp"
+#include "atomr/cluster/liveness.hpp"
+#include "atomr/cluster/mpi/agree_settings.hpp"
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/request_trace.hpp"
 #include "atomr/common/context.hpp"
@@ -35,6 +37,20 @@ using detail::new_world_id;
 
 using detail::clock;
 using local::buffer_block;
+
+// The options that shape how a world's ranks pack, batch, check and vote on their calls, as the
+// variables that set them: a rank that differs would pack or vote apart from the others. (The
+// timeouts may differ, and so may call_batch (the plan starts a batch wherever any rank's would)
+// and group_cache (a kept call meets the same submit_group call).)
+std::vector<detail::setting> agreed_settings(const world_options& o) {
+  return {{"ATOMR_COLL_CHECK", o.check ? "1" : "0"},
+          {"ATOMR_COLL_PACK_BYTES", std::to_string(o.pack_limit)},
+          {"ATOMR_COLL_SEAL_BYTES", std::to_string(o.seal_bytes)},
+          {"world_options::pack_capacity", std::to_string(o.pack_capacity)},
+          {"ATOMR_COLL_PACK_GRAPHS", o.pack_graphs ? "1" : "0"},
+          {"world_options::bulk", o.bulk ? "1" : "0"},
+          {"ATOMR_COLL_VOTE_SHM", tunable_value(tunables::coll_vote_shm)}};
+}
 
 result<std::chrono::milliseconds> positive_ms(const tunable& t) {
   ATOMR_ASSIGN_OR_RETURN(const auto v, tunable_int(t));
@@ -108,102 +124,116 @@ std::size_t world::local_members() const noexcept { return engine_->members().si
 const world_options& world::options() const noexcept { return engine_->options(); }
 std::optional<error> world::failure() const { return engine_->failure(); }
 
-result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::device> members, world_options options) {
-  const auto deadline = clock::now() + options.init_timeout;
-  // Each rank checks its own side first; then all agree, so that one rank's mistake is an error
-  // on every rank rather than a hang in the next step.
-  auto local_check = [&]() -> result<world_backend> {
-    if (members.empty()) return error(errc::invalid_argument, "a world needs at least one local device");
-    const auto kind = members.front().kind();
-    for (const auto& m : members) {
-      if (m.kind() != kind) return error(errc::invalid_argument, "the local devices of a world must be of one kind");
-    }
-    const auto backend =
-        options.backend.value_or(kind == local::device_kind::cuda ? world_backend::nccl : world_backend::host);
-    if (backend == world_backend::nccl && kind != local::device_kind::cuda) {
-      return error(errc::invalid_argument, "the nccl backend needs CUDA devices");
-    }
-    if (backend == world_backend::host && kind != local::device_kind::host) {
-      return error(errc::invalid_argument, "the host backend works on host devices; start host-kind devices");
-    }
-    if (backend == world_backend::host && members.size() != 1) {
-      return error(errc::invalid_argument, "the host backend takes one device per rank");
-    }
+namespace {
+
+// A rank's own side of a world: its members, and the backend its options and their kind pick.
+result<world_backend> check_members(const std::vector<local::device>& members, const world_options& options) {
+  if (members.empty()) return error(errc::invalid_argument, "a world needs at least one local device");
+  const auto kind = members.front().kind();
+  for (const auto& m : members) {
+    if (m.kind() != kind) return error(errc::invalid_argument, "the local devices of a world must be of one kind");
+  }
+  const auto backend =
+      options.backend.value_or(kind == local::device_kind::cuda ? world_backend::nccl : world_backend::host);
+  if (backend == world_backend::nccl && kind != local::device_kind::cuda) {
+    return error(errc::invalid_argument, "the nccl backend needs CUDA devices");
+  }
+  if (backend == world_backend::host && kind != local::device_kind::host) {
+    return error(errc::invalid_argument, "the host backend works on host devices; start host-kind devices");
+  }
+  if (backend == world_backend::host && members.size() != 1) {
+    return error(errc::invalid_argument, "the host backend takes one device per rank");
+  }
 #if !ATOMR_HAVE_NCCL
-    if (backend == world_backend::nccl) {
-      return error(errc::unavailable, "this build of atomr has no NCCL; use the host backend");
-    }
+  if (backend == world_backend::nccl) {
+    return error(errc::unavailable, "this build of atomr has no NCCL; use the host backend");
+  }
 #endif
-    return backend;
-  };
-  // ATOMR_TRACE turns the request timeline on with the first world.
-  if (auto traced = request_trace::enable_from_environment(); !traced) return traced.error_value();
-  const auto checked = local_check();
-  // Where the creation's time goes (debug log).
-  lap_timer laps;
-  MPI_Comm control = MPI_COMM_NULL;
-  {
-    MPI_Request q = MPI_REQUEST_NULL;
-    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_idup(comm, &control, &q)));
-    ATOMR_TRY(detail::wait_mpi(q, deadline, "duplicating the communicator for a world"));
-    ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN)));
-  }
-  auto fail = [&](error e) -> error {
-    MPI_Comm_free(&control);
-    return e;
-  };
-  if (auto r =
-          detail::agree(control, checked ? ok() : result<void>(checked.error_value()), deadline, "creating a world");
-      !r) {
-    return fail(r.error_value());
-  }
-  // Every rank must pick the same backend, and all take rank 0's id for the world (an id every
-  // rank shares, different for every world: see world_engine): one all_reduce (max) does both.
+  return backend;
+}
+
+// Every rank's check, its settings and its backend agree, or every rank gets the same error (one
+// rank's mistake is an error everywhere rather than a hang in the next step). Returns the world's
+// id: rank 0's pick, an id every rank shares, different for every world (see world_engine).
+result<std::uint64_t> agree_on_world(MPI_Comm control, const result<world_backend>& checked,
+                                     const world_options& options, clock::time_point deadline) {
+  ATOMR_TRY(detail::agree(control, checked ? ok() : result<void>(checked.error_value()), deadline, "creating a world"));
+  ATOMR_TRY(detail::agree_settings(control, agreed_settings(options), deadline, "creating a world"));
+  // The same backend everywhere, and rank 0's id: one all_reduce (max) does both.
   const std::uint64_t mine = static_cast<std::uint64_t>(*checked);
   int me = 0;
-  if (auto r = ATOMR_MPI_CHECK(MPI_Comm_rank(control, &me)); !r) return fail(r.error_value());
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(control, &me)));
   std::uint64_t agreed[3] = {mine, 1 - mine, me == 0 ? new_world_id() : 0};
-  {
-    MPI_Request q = MPI_REQUEST_NULL;
-    if (auto r = ATOMR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, agreed, 3, MPI_UINT64_T, MPI_MAX, control, &q)); !r) {
-      return fail(r.error_value());
-    }
-    if (auto r = detail::wait_mpi(q, deadline, "comparing backends"); !r) return fail(r.error_value());
+  MPI_Request q = MPI_REQUEST_NULL;
+  ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, agreed, 3, MPI_UINT64_T, MPI_MAX, control, &q)));
+  ATOMR_TRY(detail::wait_mpi(q, deadline, "comparing backends"));
+  if (1 - agreed[1] != agreed[0]) {
+    return error(errc::invalid_argument, "ranks chose different backends (nccl and host) for one world");
   }
-  const double agree_ms = laps.lap();
-  const std::uint64_t highest = agreed[0];
-  const std::uint64_t lowest = 1 - agreed[1];
-  const std::uint64_t id = agreed[2];
-  if (lowest != highest) {
-    return fail(error(errc::invalid_argument, "ranks chose different backends (nccl and host) for one world"));
-  }
-  result<std::unique_ptr<detail::comm_backend>> backend = error(errc::internal, "no backend");
-  if (*checked == world_backend::host) {
-    backend = detail::make_host_backend(control, deadline);
-  } else {
+  return agreed[2];
+}
+
+result<std::unique_ptr<detail::comm_backend>> make_backend(MPI_Comm control, world_backend kind,
+                                                           const std::vector<local::device>& members,
+                                                           clock::time_point deadline) {
+  if (kind == world_backend::host) return detail::make_host_backend(control, deadline);
 #if ATOMR_HAVE_NCCL
-    std::vector<int> devices;
-    for (const auto& m : members) devices.push_back(m.index());
-    backend = detail::make_nccl_backend(control, devices, deadline);
+  std::vector<int> devices;
+  for (const auto& m : members) devices.push_back(m.index());
+  return detail::make_nccl_backend(control, devices, deadline);
+#else
+  (void)members;
+  return error(errc::internal, "no backend");
 #endif
-  }
-  if (!backend) return fail(backend.error_value());
-  const double backend_ms = laps.lap();
-  if (auto wrap = wrapper.load(std::memory_order_acquire); wrap != nullptr) backend = wrap(std::move(*backend));
-  auto votes = world_engine::open_vote_channel(control, control, (*backend)->graph_limit() > 0, deadline);
-  if (!votes) {
-    (*backend)->abort();
-    return fail(votes.error_value());
-  }
-  const auto size = (*backend)->size();
-  const auto first = (*backend)->rank(0);
-  auto engine = std::make_shared<world_engine>(control, std::move(backend).value(), std::move(members), options, id,
-                                               std::move(votes).value());
-  log::get("cluster")->debug(
-      "world of {} ({} backend) up; this rank's first member is {} (ms: communicator and agreements {:.1f}, backend "
-      "{:.1f}, engine {:.1f})",
-      size, to_string(*checked), first, agree_ms, backend_ms, laps.lap());
-  return std::unique_ptr<world>(new world(std::move(engine)));
+}
+
+}  // namespace
+
+result<std::unique_ptr<world>> world::create(MPI_Comm comm, std::vector<local::device> members, world_options options) {
+  // A step that timed out means a rank did not take part: the job cannot go on as it was, and this
+  // rank's leave must not wait for that rank without bound (note_fatal_failure).
+  auto made = [&]() -> result<std::unique_ptr<world>> {
+    const auto deadline = clock::now() + options.init_timeout;
+    // ATOMR_TRACE turns the request timeline on with the first world.
+    if (auto traced = request_trace::enable_from_environment(); !traced) return traced.error_value();
+    const auto checked = check_members(members, options);
+    // Where the creation's time goes (debug log).
+    lap_timer laps;
+    MPI_Comm control = MPI_COMM_NULL;
+    {
+      MPI_Request q = MPI_REQUEST_NULL;
+      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_idup(comm, &control, &q)));
+      ATOMR_TRY(detail::wait_mpi(q, deadline, "duplicating the communicator for a world"));
+      ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN)));
+    }
+    auto fail = [&](error e) -> error {
+      MPI_Comm_free(&control);
+      return e;
+    };
+    const auto id = agree_on_world(control, checked, options, deadline);
+    if (!id) return fail(id.error_value());
+    const double agree_ms = laps.lap();
+    auto backend = make_backend(control, *checked, members, deadline);
+    if (!backend) return fail(backend.error_value());
+    const double backend_ms = laps.lap();
+    if (auto wrap = wrapper.load(std::memory_order_acquire); wrap != nullptr) backend = wrap(std::move(*backend));
+    auto votes = world_engine::open_vote_channel(control, control, (*backend)->graph_limit() > 0, deadline);
+    if (!votes) {
+      (*backend)->abort();
+      return fail(votes.error_value());
+    }
+    const auto size = (*backend)->size();
+    const auto first = (*backend)->rank(0);
+    auto engine = std::make_shared<world_engine>(control, std::move(backend).value(), std::move(members), options, *id,
+                                                 std::move(votes).value());
+    log::get("cluster")->debug(
+        "world of {} ({} backend) up; this rank's first member is {} (ms: communicator and agreements {:.1f}, backend "
+        "{:.1f}, engine {:.1f})",
+        size, to_string(*checked), first, agree_ms, backend_ms, laps.lap());
+    return std::unique_ptr<world>(new world(std::move(engine)));
+  }();
+  if (!made && made.error_value().code() == errc::timeout) note_fatal_failure(made.error_value().describe());
+  return made;
 }
 
 result<std::unique_ptr<world>> world::split(int color, int key) {

@@ -59,7 +59,7 @@ void liveness_at_exit() {
   // Exiting without the session's end: tell the others, so they name this rank (the launcher
   // may kill them soon after, so this is best effort, bounded).
   const auto cause = fatal_failure_text();
-  l->send_all(k_notice_tag, l->rank_, l->name_ + " exited" + (cause ? " after: " + *cause : std::string()), -1);
+  l->send_all(k_notice_tag, l->rank_, l->name_ + " exited" + (cause ? " after: " + *cause : std::string()));
   l->flush(std::chrono::milliseconds(300));
 }
 
@@ -178,7 +178,7 @@ void liveness::send_byte(int to, int tag) {
 }
 
 void liveness::say_goodbye_to_all() {
-  send_all(k_goodbye_tag, rank_, "", -1);
+  send_all(k_goodbye_tag, rank_, "");
   leave_messages_.fetch_add(static_cast<std::uint64_t>(size_ - 1));
 }
 
@@ -187,7 +187,7 @@ liveness::~liveness() {
   g_live.compare_exchange_strong(self, nullptr);
   stopping_ = true;
   if (thread_.joinable()) thread_.join();
-  if (!leaving_) send_all(k_goodbye_tag, rank_, "", -1);
+  if (!leaving_) send_all(k_goodbye_tag, rank_, "");
   // (Unsent messages keep the communicator: MPI must not free it under them.)
   if (flush(std::chrono::seconds(1))) MPI_Comm_free(&comm_);
 }
@@ -224,13 +224,13 @@ int liveness::neighbour(int step) const {
   return rank_;
 }
 
-void liveness::send_all(int tag, int culprit, const std::string& text, int skip) {
+void liveness::send_all(int tag, int culprit, const std::string& text) {
   std::lock_guard lock(send_mutex_);
   auto bytes = std::make_unique<std::string>(sizeof(int) + text.size(), '\0');
   std::memcpy(bytes->data(), &culprit, sizeof(int));
   std::memcpy(bytes->data() + sizeof(int), text.data(), text.size());
   for (int r = 0; r < size_; ++r) {
-    if (r == rank_ || r == skip) continue;
+    if (r == rank_) continue;
     MPI_Request q = MPI_REQUEST_NULL;
     // Best effort: a rank that cannot be told finds out by its own watch.
     if (MPI_Isend(bytes->data(), static_cast<int>(bytes->size()), MPI_BYTE, r, tag, comm_, &q) == MPI_SUCCESS) {
@@ -365,16 +365,89 @@ void liveness::watch_the_leaving() {
   MPI_Abort(MPI_COMM_WORLD, 71);
 }
 
+void liveness::forgive_own_pause(clock::duration gap, clock::time_point now) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(gap).count());
+  log::get("cluster")->warn(
+      "rank {} did not run for {} s (stopped, or starved of CPU); its peers get a fresh "
+      "heartbeat timeout before it judges them",
+      rank_, secs);
+  std::fill(last_heard_.begin(), last_heard_.end(), now);
+}
+
+void liveness::read_messages(std::vector<char>& buffer) {
+  while (true) {
+    int found = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &found, &status) != MPI_SUCCESS || !found) break;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    if (count < 0 || count > k_notice_max) count = k_notice_max;
+    if (MPI_Recv(buffer.data(), count, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, comm_, MPI_STATUS_IGNORE) !=
+        MPI_SUCCESS) {
+      break;
+    }
+    const auto from = static_cast<std::size_t>(status.MPI_SOURCE);
+    last_heard_[from] = clock::now();
+    if (status.MPI_TAG == k_goodbye_tag) {
+      left_[from] = 1;
+    } else if (status.MPI_TAG == k_subtree_left_tag) {
+      const auto child = std::find(children_.begin(), children_.end(), status.MPI_SOURCE);
+      if (child != children_.end()) child_left_[static_cast<std::size_t>(child - children_.begin())] = 1;
+    } else if (status.MPI_TAG == k_all_left_tag) {
+      tree_all_left_ = true;
+    } else if (status.MPI_TAG == k_name_tag) {
+      std::lock_guard lock(names_mutex_);
+      names_[status.MPI_SOURCE] = std::string(buffer.data(), static_cast<std::size_t>(count));
+    } else if (status.MPI_TAG == k_notice_tag && count >= static_cast<int>(sizeof(int))) {
+      int culprit = 0;
+      std::memcpy(&culprit, buffer.data(), sizeof(int));
+      // Named itself: it was silent for longer than the timeout (stopped, say), and the others have
+      // gone on without it. It judges nobody from now on: nobody beats to it any more.
+      if (culprit == rank_) expelled_ = true;
+      if (culprit >= 0 && culprit < size_) {
+        handle_failure(culprit,
+                       std::string(buffer.data() + sizeof(int), static_cast<std::size_t>(count) - sizeof(int)));
+      }
+    }
+  }
+}
+
+void liveness::judge_predecessor() {
+  if (expelled_) return;
+  const int watched = neighbour(-1);
+  if (watched != rank_ && !left_[static_cast<std::size_t>(watched)]) {
+    const auto silent = clock::now() - last_heard_[static_cast<std::size_t>(watched)];
+    if (silent > options_.timeout) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(silent).count());
+      const std::string text =
+          describe(watched) + " has not answered for " + secs + " s (seen by rank " + std::to_string(rank_) + ")";
+      // The culprit is told too: a rank that was only paused learns that the others went on without it.
+      send_all(k_notice_tag, watched, text);
+      flush(std::chrono::milliseconds(500));  // the others name the culprit before the job ends
+      handle_failure(watched, text);
+    }
+  }
+}
+
 void liveness::run() {
   const auto look = std::min<clock::duration>(options_.period / 5, std::chrono::milliseconds(20));
   auto next_beat = clock::now();
   std::vector<char> buffer(k_notice_max);
   char beat = 0;
+  auto last_look = clock::now();
   // A rank named itself to its successor in start(); it does again to a new successor when the
   // old one leaves, so a watcher knows the name of the rank it watches.
   while (!stopping_) {
     if (neighbour(+1) != successor_) introduce();
     const auto now = clock::now();
+    // A watcher that did not run itself (its process stopped, or starved of CPU) finds every peer
+    // silent when it wakes, before their queued heartbeats are read: it must not blame them. A gap
+    // of half the timeout or more restarts every peer's clock; a peer that is really gone is then
+    // named one timeout later.
+    if (now - last_look >= options_.timeout / 2) forgive_own_pause(now - last_look, now);
+    last_look = now;
     if (now >= next_beat) {
       next_beat = now + options_.period;
       const int to = neighbour(+1);
@@ -384,52 +457,9 @@ void liveness::run() {
         sends_.push_back(q);
       }
     }
-    while (true) {
-      int found = 0;
-      MPI_Status status;
-      if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &found, &status) != MPI_SUCCESS || !found) break;
-      int count = 0;
-      MPI_Get_count(&status, MPI_BYTE, &count);
-      if (count < 0 || count > k_notice_max) count = k_notice_max;
-      if (MPI_Recv(buffer.data(), count, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, comm_, MPI_STATUS_IGNORE) !=
-          MPI_SUCCESS) {
-        break;
-      }
-      const auto from = static_cast<std::size_t>(status.MPI_SOURCE);
-      last_heard_[from] = clock::now();
-      if (status.MPI_TAG == k_goodbye_tag) {
-        left_[from] = 1;
-      } else if (status.MPI_TAG == k_subtree_left_tag) {
-        const auto child = std::find(children_.begin(), children_.end(), status.MPI_SOURCE);
-        if (child != children_.end()) child_left_[static_cast<std::size_t>(child - children_.begin())] = 1;
-      } else if (status.MPI_TAG == k_all_left_tag) {
-        tree_all_left_ = true;
-      } else if (status.MPI_TAG == k_name_tag) {
-        std::lock_guard lock(names_mutex_);
-        names_[status.MPI_SOURCE] = std::string(buffer.data(), static_cast<std::size_t>(count));
-      } else if (status.MPI_TAG == k_notice_tag && count >= static_cast<int>(sizeof(int))) {
-        int culprit = 0;
-        std::memcpy(&culprit, buffer.data(), sizeof(int));
-        if (culprit >= 0 && culprit < size_) {
-          handle_failure(culprit,
-                         std::string(buffer.data() + sizeof(int), static_cast<std::size_t>(count) - sizeof(int)));
-        }
-      }
-    }
+    read_messages(buffer);
     if (leaving_) watch_the_leaving();
-    const int watched = neighbour(-1);
-    if (watched != rank_ && !left_[static_cast<std::size_t>(watched)]) {
-      const auto silent = clock::now() - last_heard_[static_cast<std::size_t>(watched)];
-      if (silent > options_.timeout) {
-        char secs[32];
-        std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(silent).count());
-        const std::string text =
-            describe(watched) + " has not answered for " + secs + " s (seen by rank " + std::to_string(rank_) + ")";
-        send_all(k_notice_tag, watched, text, watched);
-        flush(std::chrono::milliseconds(500));  // the others name the culprit before the job ends
-        handle_failure(watched, text);
-      }
-    }
+    judge_predecessor();
     {
       std::lock_guard lock(send_mutex_);
       std::erase_if(sends_, [](MPI_Request& q) {

@@ -17,6 +17,7 @@
 #include "atomr/common/log.hpp"
 #include "atomr/local/device/shared_arena.hpp"
 #include "atomr/local/tunables.hpp"
+#include "shm_segment.hpp"
 
 namespace atomr::cluster::detail {
 
@@ -79,15 +80,87 @@ void (*combine_for(MPI_Datatype type, MPI_Op op))(const void*, void*, std::size_
   return nullptr;
 }
 
-// What rank 0 tells the others: the segment's name, and a word it wrote at the segment's start,
-// which a rank that opened a segment of that name elsewhere (another node's /dev/shm) would not see.
-struct announcement {
-  std::uint64_t cookie = 0;
-  std::uint64_t bytes = 0;
-  int ok = 0;
-  char name[64] = {};
-  char host[256] = {};  // rank 0's host name
+// Every rank of `comm`, by its rank in `parent`: the messages of open() go there. `comm` is new,
+// and may still be under construction on other ranks (a blocking split returns on some ranks
+// first): Open MPI's nonblocking collectives on it, right after, hung 1 in 5 runs at 4 ranks on a
+// KVM guest with two H100s and 32 vCPUs.
+result<std::vector<int>> ranks_in_parent(MPI_Comm parent, MPI_Comm comm, int size) {
+  std::vector<int> in_parent(static_cast<std::size_t>(size));
+  MPI_Group mine = MPI_GROUP_NULL;
+  MPI_Group theirs = MPI_GROUP_NULL;
+  std::vector<int> ranks(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) ranks[static_cast<std::size_t>(r)] = r;
+  auto got = ATOMR_MPI_CHECK(MPI_Comm_group(comm, &mine));
+  if (got) got = ATOMR_MPI_CHECK(MPI_Comm_group(parent, &theirs));
+  if (got) got = ATOMR_MPI_CHECK(MPI_Group_translate_ranks(mine, size, ranks.data(), theirs, in_parent.data()));
+  if (mine != MPI_GROUP_NULL) MPI_Group_free(&mine);
+  if (theirs != MPI_GROUP_NULL) MPI_Group_free(&theirs);
+  ATOMR_TRY(got);
+  return in_parent;
+}
+
+// Rank 0 of a node's ranks and the others, point to point on the parent communicator, each step
+// bounded by the deadline.
+class node_talk {
+ public:
+  node_talk(MPI_Comm parent, std::vector<int> in_parent, int rank, std::chrono::steady_clock::time_point deadline)
+      : parent_(parent), in_parent_(std::move(in_parent)), rank_(rank), deadline_(deadline) {}
+
+  // Rank 0 sends `offer` to every other rank; they receive it.
+  result<void> share(segment_offer& offer, const std::string& doing) const {
+    if (rank_ == 0) {
+      for (std::size_t r = 1; r < in_parent_.size(); ++r) ATOMR_TRY(exchange(&offer, sizeof(offer), r, true, doing));
+      return ok();
+    }
+    ATOMR_TRY(exchange(&offer, sizeof(offer), 0, false, doing));
+    offer.host[sizeof(offer.host) - 1] = '\0';
+    return ok();
+  }
+
+  // Every rank says yes (1) or no (0) to rank 0, which tells all the least.
+  result<int> agree_min(int mine, const std::string& doing) const {
+    if (rank_ != 0) {
+      ATOMR_TRY(exchange(&mine, sizeof(mine), 0, true, doing));
+      int least = 0;
+      ATOMR_TRY(exchange(&least, sizeof(least), 0, false, doing));
+      return least;
+    }
+    int least = mine;
+    for (std::size_t r = 1; r < in_parent_.size(); ++r) {
+      int theirs = 0;
+      ATOMR_TRY(exchange(&theirs, sizeof(theirs), r, false, doing));
+      least = std::min(least, theirs);
+    }
+    for (std::size_t r = 1; r < in_parent_.size(); ++r) ATOMR_TRY(exchange(&least, sizeof(least), r, true, doing));
+    return least;
+  }
+
+ private:
+  result<void> exchange(void* data, int bytes, std::size_t peer, bool send, const std::string& doing) const {
+    MPI_Request q = MPI_REQUEST_NULL;
+    const int to = in_parent_[peer];
+    ATOMR_TRY(ATOMR_MPI_CHECK(send ? MPI_Isend(data, bytes, MPI_BYTE, to, shm_reducer::k_tag, parent_, &q)
+                                   : MPI_Irecv(data, bytes, MPI_BYTE, to, shm_reducer::k_tag, parent_, &q)));
+    return wait_mpi(q, deadline_, doing);
+  }
+
+  MPI_Comm parent_;
+  std::vector<int> in_parent_;
+  int rank_;
+  std::chrono::steady_clock::time_point deadline_;
 };
+
+// Why a rank other than 0 does not open the segment rank 0 offers; empty when it does.
+std::string why_not_to_open(const segment_offer& offer, bool wanted) {
+  if (!wanted) return "not wanted on this rank";
+  if (!offer.ok) return "rank 0 could not make it";
+  char host[sizeof(offer.host)] = {};
+  gethostname(host, sizeof(host) - 1);
+  // Another node, by name (ranks in network namespaces of one machine, too, are taken at their
+  // word: they stand for separate hosts).
+  if (std::strcmp(host, offer.host) != 0) return std::string("rank 0 is on ") + offer.host + ", this rank on " + host;
+  return {};
+}
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
@@ -178,148 +251,45 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
                                     k_most_total / static_cast<std::size_t>(std::max(size, 1)) / k_page * k_page);
   if (size < 2 || ring < k_least_ring) return std::unique_ptr<shm_reducer>();
   const std::size_t total = header_bytes(size) + static_cast<std::size_t>(size) * ring;
-  // Every rank's rank in `parent`: the messages below go there. `comm` is new, and may still be
-  // under construction on other ranks (a blocking split returns on some ranks first): Open MPI's
-  // nonblocking collectives on it, right after, hung 1 in 5 runs at 4 ranks on a KVM guest with two
-  // H100s and 32 vCPUs.
-  std::vector<int> in_parent(static_cast<std::size_t>(size));
-  {
-    MPI_Group mine = MPI_GROUP_NULL;
-    MPI_Group theirs = MPI_GROUP_NULL;
-    std::vector<int> ranks(static_cast<std::size_t>(size));
-    for (int r = 0; r < size; ++r) ranks[static_cast<std::size_t>(r)] = r;
-    auto got = ATOMR_MPI_CHECK(MPI_Comm_group(comm, &mine));
-    if (got) got = ATOMR_MPI_CHECK(MPI_Comm_group(parent, &theirs));
-    if (got) got = ATOMR_MPI_CHECK(MPI_Group_translate_ranks(mine, size, ranks.data(), theirs, in_parent.data()));
-    if (mine != MPI_GROUP_NULL) MPI_Group_free(&mine);
-    if (theirs != MPI_GROUP_NULL) MPI_Group_free(&theirs);
-    ATOMR_TRY(got);
-  }
-  const int leader = in_parent[0];
-  auto exchange = [&](void* data, int bytes, int peer, bool send, const std::string& doing) -> result<void> {
-    MPI_Request q = MPI_REQUEST_NULL;
-    ATOMR_TRY(ATOMR_MPI_CHECK(send ? MPI_Isend(data, bytes, MPI_BYTE, peer, k_tag, parent, &q)
-                                   : MPI_Irecv(data, bytes, MPI_BYTE, peer, k_tag, parent, &q)));
-    return wait_mpi(q, deadline, doing);
-  };
-  announcement a;
+  ATOMR_ASSIGN_OR_RETURN(auto in_parent, ranks_in_parent(parent, comm, size));
+  const node_talk talk(parent, std::move(in_parent), rank, deadline);
+  // Rank 0 makes the segment and tells each rank where it is; each says whether it mapped it; rank
+  // 0 tells all whether every rank did.
+  segment_offer offer;
+  shm_segment segment;
   std::string why;
-  void* map = MAP_FAILED;
-  auto drop = [&] {
-    if (map != MAP_FAILED) munmap(map, total);
-    map = MAP_FAILED;
-  };
-  auto map_fd = [&](int fd) {
-    map = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) why = errno_text("mmap");
-  };
   if (rank == 0 && !what.wanted) {
     why = "not wanted on rank 0";
   } else if (rank == 0) {
-    static std::atomic<unsigned> made{0};
     std::random_device entropy;
-    a.cookie = (static_cast<std::uint64_t>(entropy()) << 32 | entropy()) | 1U;
-    std::snprintf(a.name, sizeof(a.name), "/atomr-%d-%u-%08x", static_cast<int>(getpid()), made.fetch_add(1),
-                  static_cast<unsigned>(a.cookie >> 32));
-    a.bytes = total;
-    gethostname(a.host, sizeof(a.host) - 1);
-    const int fd = shm_open(a.name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) {
-      why = errno_text("shm_open");
-    } else {
-      // The whole segment is reserved now: tmpfs allocates pages on first touch, and a touch
-      // that finds /dev/shm full is a SIGBUS, not an error.
-      if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
-        why = errno_text("ftruncate");
-      } else if (const int e = posix_fallocate(fd, 0, static_cast<off_t>(total)); e != 0) {
-        why = std::string("posix_fallocate of ") + std::to_string(total) + " bytes: " + std::strerror(e);
-      } else {
-        map_fd(fd);
-      }
-      close(fd);
-      if (map != MAP_FAILED) {
-        std::memcpy(map, &a.cookie, sizeof(a.cookie));
-        auto* base = static_cast<std::byte*>(map) + k_line;
-        for (int r = 0; r < size; ++r) new (base + static_cast<std::size_t>(r) * sizeof(counters)) counters();
-      } else {
-        shm_unlink(a.name);
-      }
+    offer.cookie = (static_cast<std::uint64_t>(entropy()) << 32 | entropy()) | 1U;
+    gethostname(offer.host, sizeof(offer.host) - 1);
+    segment = shm_segment::make(total, offer);
+    why = segment.why();
+    if (segment.data() != nullptr) {
+      auto* base = static_cast<std::byte*>(segment.data()) + k_line;
+      for (int r = 0; r < size; ++r) new (base + static_cast<std::size_t>(r) * sizeof(counters)) counters();
     }
-    a.ok = map != MAP_FAILED ? 1 : 0;
+    offer.ok = segment.data() != nullptr ? 1 : 0;
   }
-  // Rank 0 tells each rank the name; each says whether it mapped the segment; rank 0 tells all
-  // whether every rank did. (A failure here leaves the segment's name to rank 0 to remove.)
-  // Every rank says yes (1) or no (0) to rank 0, which tells all whether every rank said yes.
-  auto agree_min = [&](int mine, const std::string& doing) -> result<int> {
-    if (rank == 0) {
-      int least = mine;
-      for (int r = 1; r < size; ++r) {
-        int theirs = 0;
-        ATOMR_TRY(exchange(&theirs, sizeof(theirs), in_parent[static_cast<std::size_t>(r)], false, doing));
-        least = std::min(least, theirs);
-      }
-      for (int r = 1; r < size; ++r) {
-        ATOMR_TRY(exchange(&least, sizeof(least), in_parent[static_cast<std::size_t>(r)], true, doing));
-      }
-      return least;
+  ATOMR_TRY(talk.share(offer, std::string("sharing ") + what.user + "'s shared-memory segment"));
+  if (rank != 0) {
+    why = why_not_to_open(offer, what.wanted);
+    if (why.empty()) {
+      segment = shm_segment::open(offer, total);
+      why = segment.why();
     }
-    ATOMR_TRY(exchange(&mine, sizeof(mine), leader, true, doing));
-    int least = 0;
-    ATOMR_TRY(exchange(&least, sizeof(least), leader, false, doing));
-    return least;
-  };
-  auto steps = [&]() -> result<int> {
-    if (rank == 0) {
-      for (int r = 1; r < size; ++r) {
-        ATOMR_TRY(exchange(&a, sizeof(a), in_parent[static_cast<std::size_t>(r)], true,
-                           std::string("sharing ") + what.user + "'s shared-memory segment"));
-      }
-      return agree_min(a.ok, "agreeing whether every rank mapped the shared-memory segment");
-    }
-    ATOMR_TRY(
-        exchange(&a, sizeof(a), leader, false, std::string("hearing of ") + what.user + "'s shared-memory segment"));
-    a.name[sizeof(a.name) - 1] = '\0';
-    a.host[sizeof(a.host) - 1] = '\0';
-    char host[sizeof(a.host)] = {};
-    gethostname(host, sizeof(host) - 1);
-    if (!what.wanted) {
-      why = "not wanted on this rank";
-    } else if (!a.ok) {
-      why = "rank 0 could not make it";
-    } else if (std::strcmp(host, a.host) != 0) {
-      // Another node, by name (ranks in network namespaces of one machine, too, are taken at
-      // their word: their /dev/shm may be shared, but they stand for separate hosts).
-      why = std::string("rank 0 is on ") + a.host + ", this rank on " + host;
-    } else if (const int fd = shm_open(a.name, O_RDWR, 0600); fd < 0) {
-      why = errno_text("shm_open");
-    } else {
-      struct stat st {};
-      if (fstat(fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) != a.bytes || a.bytes != total) {
-        why = "a segment of another size";
-      } else {
-        map_fd(fd);
-      }
-      close(fd);
-      std::uint64_t seen = 0;
-      if (map != MAP_FAILED) std::memcpy(&seen, map, sizeof(seen));
-      if (map != MAP_FAILED && seen != a.cookie) {
-        why = "another process's segment of the same name";
-        drop();
-      }
-    }
-    return agree_min(map != MAP_FAILED ? 1 : 0, "agreeing whether every rank mapped the shared-memory segment");
-  };
-  const auto all = steps();
-  // Every rank that will map it has: the name can go (the segment lives while it is mapped).
-  if (rank == 0 && a.ok) shm_unlink(a.name);
-  if (!all || !*all) {
-    drop();
-    if (!all) return all.error_value();
+  }
+  const auto all =
+      talk.agree_min(segment.data() != nullptr ? 1 : 0, "agreeing whether every rank mapped the shared-memory segment");
+  segment.close_offer();  // every rank has opened it by now, or given up
+  if (!all) return all.error_value();
+  if (!*all) {
     log::get("cluster")->debug("{}: no shared-memory all_reduce ({}); MPI does them", what.user,
                                why.empty() ? "another rank could not map the segment" : why);
     return std::unique_ptr<shm_reducer>();
   }
-  std::unique_ptr<shm_reducer> reducer(new shm_reducer(map, total, rank, size, ring));
+  std::unique_ptr<shm_reducer> reducer(new shm_reducer(segment.release(), total, rank, size, ring));
   if (!what.direct) return reducer;
   // Direct reductions: every rank says where its arena is, then maps every other rank's; they go
   // direct only if every rank could.
@@ -331,10 +301,10 @@ result<std::unique_ptr<shm_reducer>> shm_reducer::open(MPI_Comm parent, MPI_Comm
     reducer->arena_of(rank) = {
         1, static_cast<std::uint64_t>(at.pid), static_cast<std::uint64_t>(at.fd), at.bytes, at.dev, at.ino};
   }
-  ATOMR_TRY(agree_min(1, "sharing where each rank's host buffers are"));
+  ATOMR_TRY(talk.agree_min(1, "sharing where each rank's host buffers are"));
   std::string no_direct;
   const int mapped = reducer->map_arenas(no_direct) ? 1 : 0;
-  ATOMR_ASSIGN_OR_RETURN(const int direct, agree_min(mapped, "agreeing whether all_reduces go direct"));
+  ATOMR_ASSIGN_OR_RETURN(const int direct, talk.agree_min(mapped, "agreeing whether all_reduces go direct"));
   reducer->direct_ok_ = direct == 1;
   if (!reducer->direct_ok_) {
     log::get("cluster")->debug("{}: shared-memory all_reduces copy through the ring ({})", what.user,

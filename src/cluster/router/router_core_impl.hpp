@@ -32,6 +32,7 @@
 #include "atomr/cluster/router.hpp"
 #include "atomr/cluster/router/stream.hpp"
 #include "atomr/common/log.hpp"
+#include "atomr/common/log_budget.hpp"
 
 namespace atomr::cluster::routing {
 
@@ -374,6 +375,9 @@ class router_core_impl final : public detail::router_core {
   std::shared_ptr<detail::inbound_target> cache_;
   std::uint64_t cache_actor_ = 0;
 
+  // A sender flooding a missing or full actor must not flood the log: 10 dead-letter lines a
+  // second, the rest counted (stats().dead_letters has them all).
+  log_budget dead_letter_log_{10, std::chrono::seconds(1)};
   std::atomic<std::uint64_t> sent_{0}, received_{0}, dead_letters_{0}, malformed_{0}, packets_sent_{0},
       packets_received_{0}, direct_sent_{0};
   std::atomic<std::int64_t> last_packet_ns_{0};

@@ -154,7 +154,14 @@ void router_core_impl::refuse(const envelope_header& h, const error& why) {
     return;
   }
   dead_letters_.fetch_add(1, std::memory_order_relaxed);
-  logger()->warn("dead letter: message type id {} from rank {}: {}", h.type_id, h.source.rank, why.message());
+  const auto left_out = dead_letter_log_.admit();
+  if (!left_out) return;
+  if (*left_out == 0) {
+    logger()->warn("dead letter: message type id {} from rank {}: {}", h.type_id, h.source.rank, why.message());
+  } else {
+    logger()->warn("dead letter: message type id {} from rank {}: {} ({} more dead letters not logged before it)",
+                   h.type_id, h.source.rank, why.message(), *left_out);
+  }
 }
 
 }  // namespace routing

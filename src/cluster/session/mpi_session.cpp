@@ -2,12 +2,18 @@
 
 #include <chrono>
 
+#include "atomr/cluster/liveness/tunables.hpp"
+#include "atomr/cluster/mpi/agree_settings.hpp"
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/common/context.hpp"
 #include "atomr/common/log.hpp"
 
 namespace atomr::cluster {
 namespace {
+
+// Liveness is not watching yet while its settings are compared: a rank that never arrives is this
+// timeout's error, not a hang.
+constexpr std::chrono::seconds k_settings_deadline{60};
 
 const char* thread_level_name(int level) {
   switch (level) {
@@ -66,7 +72,10 @@ result<std::unique_ptr<mpi_session>> mpi_session::start(int* argc, char*** argv)
   times.node_identity = ms_since(t);
   t = clock::now();
   if (owns) {
-    // Every rank reads the same environment (the launcher passes ATOMR_*), so all or none start it.
+    // All ranks must start liveness or none (a rank without it leaves the others waiting for its
+    // name), with the same policy: its settings must agree before they are read.
+    ATOMR_TRY(
+        detail::agree_settings(world, tunables::k_liveness, clock::now() + k_settings_deadline, "starting liveness"));
     ATOMR_ASSIGN_OR_RETURN(const auto options, liveness_options::from_environment());
     if (options) {
       ATOMR_ASSIGN_OR_RETURN(session->liveness_, liveness::start(world, session->identity_, *options));

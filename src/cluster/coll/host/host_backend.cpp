@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "atomr/cluster/host/tunables.hpp"
+#include "atomr/cluster/mpi/agree_settings.hpp"
 #include "atomr/cluster/mpi/host_allreduce.hpp"
 #include "atomr/cluster/mpi/shm_allreduce.hpp"
 #include "atomr/cluster/mpi_check.hpp"
@@ -485,6 +486,7 @@ result<std::unique_ptr<comm_backend>> make_host_backend(MPI_Comm comm, clock::ti
   int size = 0;
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(data, &rank)));
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(data, &size)));
+  ATOMR_TRY(agree_settings(data, tunables::k_host, deadline, "starting the host backend"));
   ATOMR_ASSIGN_OR_RETURN(const auto rd, tunable_int(tunables::host_rd_bytes));
   if (rd < 0) return error(errc::invalid_argument, "ATOMR_HOST_RD_BYTES must not be negative");
   // The reductions' tags need MPI_TAG_UB of at least ~2.1 M (Open MPI and MPICH give 2^31 - 1 or

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "atomr/cluster/liveness/stall_watch.hpp"
+#include "atomr/cluster/mpi/agree_settings.hpp"
 #include "atomr/cluster/mpi_check.hpp"
 #include "atomr/cluster/nccl/retire.hpp"
 #include "atomr/cluster/nccl/tunables.hpp"
@@ -350,6 +351,7 @@ result<std::unique_ptr<comm_backend>> make_nccl_backend(MPI_Comm control, const 
   int ranks = 0;
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_rank(control, &rank)));
   ATOMR_TRY(ATOMR_MPI_CHECK(MPI_Comm_size(control, &ranks)));
+  ATOMR_TRY(agree_settings(control, tunables::k_nccl, deadline, "starting the NCCL backend"));
   // Member counts of all ranks: the collective rank of this rank's first member.
   int mine = static_cast<int>(devices.size());
   std::vector<int> counts(static_cast<std::size_t>(ranks));

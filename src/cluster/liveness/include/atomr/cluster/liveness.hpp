@@ -107,11 +107,17 @@ class liveness {
   liveness(MPI_Comm comm, int rank, int size, liveness_options options, std::string name);
   void introduce();  // sends this rank's name to its successor (the rank that watches it)
   void run();
-  // To every rank but this one and `skip`: `culprit` and `text`.
-  void send_all(int tag, int culprit, const std::string& text, int skip);
+  // To every rank but this one: `culprit` and `text`.
+  void send_all(int tag, int culprit, const std::string& text);
   // Waits (bounded) until MPI has sent what was sent; false if it has not by then.
   bool flush(std::chrono::milliseconds limit);
+  // Takes in every message that has arrived: heartbeats, goodbyes, names and failure notices.
+  void read_messages(std::vector<char>& buffer);
+  // Names the watched rank (the predecessor) if it has been silent for longer than the timeout.
+  void judge_predecessor();
   void handle_failure(int culprit, const std::string& text);
+  // After this rank's watcher did not run for `gap` (stopped, or starved): every peer's clock restarts.
+  void forgive_own_pause(std::chrono::steady_clock::duration gap, std::chrono::steady_clock::time_point now);
   // While leaving: tells leave() once every other rank has left or failed, or ends the job when
   // the bound set after a fatal failure has passed.
   void watch_the_leaving();
@@ -132,6 +138,7 @@ class liveness {
   int successor_ = -1;                          // the rank last introduced to
   std::vector<std::chrono::steady_clock::time_point> last_heard_;
   std::vector<char> gone_;  // failed: out of the ring (not watched, not sent to)
+  bool expelled_ = false;   // the others named this rank failed (watcher thread only)
   // Said goodbye: still in the ring (it beats and watches until every rank has left, so the
   // ranks behind it stay watched), but its own silence is no failure.
   std::vector<char> left_;

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "atomr/common/log_budget.hpp"
 #include "atomr/common/result.hpp"
 
 namespace atomr::cluster::detail {
@@ -24,7 +25,7 @@ namespace atomr::cluster::detail {
 // Serves file descriptors to other processes of this machine over an abstract-namespace Unix
 // socket named by `name` (no file on disk; the name is per network namespace). Only processes of
 // this server's effective uid are answered: an abstract socket has no file permissions to stop
-// anyone else from connecting.
+// anyone else from connecting, so others are dropped as soon as they connect (unanswered).
 class fd_server {
  public:
   // `provide(key)` returns the fd to send for a request with that 64-bit key (the requester gets
@@ -60,6 +61,10 @@ class fd_server {
   provider provide_;
   int listen_fd_;
   int stop_fd_;  // an eventfd; readable once the destructor wants the thread to stop
+  // Lines about clients that misbehave, which any local process can be: other users' connections
+  // (one line per 10 s), silent or malformed requests (10 a second).
+  log_budget refused_log_{1, std::chrono::seconds(10)};
+  log_budget bad_request_log_{10, std::chrono::seconds(1)};
   std::thread thread_;
 };
 

@@ -91,14 +91,43 @@ int go_on_shrunk(atomr::cluster::world& old, const al::device& dev, int rank,
   return 0;
 }
 
+// The survivors' end under ATOMR_ON_FAILURE=continue: each waits until liveness reports rank 1
+// and prints what it saw; they meet at rank 0 (point to point: a collective would wait for rank 1),
+// so that all have printed before rank 0 ends rank 1 and the launcher ends the job. `hear_rank_1`:
+// rank 0 first waits for a word from rank 1 (tag 9). Returns only on a failure (the exit code).
+int survivors_report_and_end(const atomr::cluster::mpi_session& session, const std::vector<int>& pids, int rank,
+                             bool hear_rank_1) {
+  const auto* live = session.liveness();
+  if (live == nullptr) return 3;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (live->failed_ranks().empty() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls liveness's report
+  }
+  const auto failed = live->failed_ranks();
+  if (failed.empty()) return 4;
+  std::printf("rank %d kept going after: %s\n", rank, failed.front().second.c_str());
+  std::fflush(stdout);
+  const MPI_Comm comm = session.world();
+  const int size = static_cast<int>(pids.size());
+  char byte = 0;
+  if (rank == 0) {
+    if (hear_rank_1) MPI_Recv(&byte, 1, MPI_BYTE, 1, 9, comm, MPI_STATUS_IGNORE);
+    for (int r = 2; r < size; ++r) MPI_Recv(&byte, 1, MPI_BYTE, r, 7, comm, MPI_STATUS_IGNORE);
+    for (int r = 2; r < size; ++r) MPI_Send(&byte, 1, MPI_BYTE, r, 8, comm);
+    ::kill(pids[1], SIGKILL);
+  } else {
+    MPI_Send(&byte, 1, MPI_BYTE, 0, 7, comm);
+    MPI_Recv(&byte, 1, MPI_BYTE, 0, 8, comm, MPI_STATUS_IGNORE);
+  }
+  std::_Exit(0);  // MPI_Finalize would wait for the dead rank
+}
+
 // paused: with ATOMR_ON_FAILURE=continue, rank 1 is stopped for longer than the heartbeat timeout
 // and then resumed (a shell it started sends SIGCONT). The others name it. Its own watcher must see
 // that it was the one not running, and name nobody: every peer looks silent to it at first.
 int paused_and_resumed(atomr::cluster::mpi_session& session, const std::vector<int>& pids, int rank) {
-  const MPI_Comm comm = session.world();
   const auto* live = session.liveness();
   if (live == nullptr) return 3;
-  char byte = 0;
   if (rank == 1) {
     const std::string resume = "sleep 5; kill -CONT " + std::to_string(::getpid());
     const char* argv[] = {"/bin/sh", "-c", resume.c_str(), nullptr};
@@ -115,28 +144,11 @@ int paused_and_resumed(atomr::cluster::mpi_session& session, const std::vector<i
     std::printf("rank 1 resumed after %.1f s; failed ranks it knows of: %s\n", s,
                 named.empty() ? "none" : named.c_str());
     std::fflush(stdout);
-    MPI_Send(&byte, 1, MPI_BYTE, 0, 9, comm);
+    char byte = 0;
+    MPI_Send(&byte, 1, MPI_BYTE, 0, 9, session.world());
     for (;;) ::pause();  // rank 0 ends it
   }
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (live->failed_ranks().empty() && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls liveness's report
-  }
-  const auto failed = live->failed_ranks();
-  if (failed.empty()) return 4;
-  std::printf("rank %d kept going after: %s\n", rank, failed.front().second.c_str());
-  std::fflush(stdout);
-  const int size = static_cast<int>(pids.size());
-  if (rank == 0) {
-    MPI_Recv(&byte, 1, MPI_BYTE, 1, 9, comm, MPI_STATUS_IGNORE);
-    for (int r = 2; r < size; ++r) MPI_Recv(&byte, 1, MPI_BYTE, r, 7, comm, MPI_STATUS_IGNORE);
-    for (int r = 2; r < size; ++r) MPI_Send(&byte, 1, MPI_BYTE, r, 8, comm);
-    ::kill(pids[1], SIGKILL);
-  } else {
-    MPI_Send(&byte, 1, MPI_BYTE, 0, 7, comm);
-    MPI_Recv(&byte, 1, MPI_BYTE, 0, 8, comm, MPI_STATUS_IGNORE);
-  }
-  std::_Exit(0);  // MPI_Finalize would wait for the dead rank
+  return survivors_report_and_end(session, pids, rank, true);
 }
 
 int main(int argc, char** argv) {
@@ -242,30 +254,7 @@ int main(int argc, char** argv) {
       std::printf("rank %d: ask failed after %.1f s: %s\n", rank, s,
                   got ? "no error" : got.error_value().describe().c_str());
     }
-    const auto* live = (*session)->liveness();
-    if (live == nullptr) return 3;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (live->failed_ranks().empty() && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls liveness's report
-    }
-    const auto failed = live->failed_ranks();
-    if (failed.empty()) return 4;
-    std::printf("rank %d kept going after: %s\n", rank, failed.front().second.c_str());
-    std::fflush(stdout);
-    // The survivors meet at rank 0 (point to point: a collective would wait for rank 1), so that
-    // all have printed before rank 0 ends the stopped rank and the launcher ends the job.
-    const MPI_Comm comm = (*session)->world();
-    const int size = static_cast<int>(pids.size());
-    char byte = 0;
-    if (rank == 0) {
-      for (int r = 2; r < size; ++r) MPI_Recv(&byte, 1, MPI_BYTE, r, 7, comm, MPI_STATUS_IGNORE);
-      for (int r = 2; r < size; ++r) MPI_Send(&byte, 1, MPI_BYTE, r, 8, comm);
-      ::kill(pids[1], SIGKILL);
-    } else {
-      MPI_Send(&byte, 1, MPI_BYTE, 0, 7, comm);
-      MPI_Recv(&byte, 1, MPI_BYTE, 0, 8, comm, MPI_STATUS_IGNORE);
-    }
-    std::_Exit(0);  // MPI_Finalize would wait for the dead rank
+    return survivors_report_and_end(**session, pids, rank, false);
   }
 
   al::actor_system system;

@@ -12,6 +12,7 @@
 #include "atomr/cluster/doctor/classify.hpp"
 #include "atomr/cluster/doctor/schedule.hpp"
 #include "atomr/cluster/doctor/sysfs.hpp"
+#include "atomr/local/topology/irq_cpus.hpp"
 
 namespace dr = atomr::cluster::doctor;
 
@@ -183,7 +184,7 @@ TEST(DoctorSysfs, NicsCpusAndNuma) {
   EXPECT_EQ(nics[1].name, "veth0");
   EXPECT_FALSE(nics[1].physical);
   EXPECT_EQ(dr::parse_cpu_list("0-3,8,10-11,x,5-4"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
-  EXPECT_EQ(dr::format_cpu_list({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(atomr::local::cpu_list_text({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
   EXPECT_EQ(dr::numa_nodes_of(fs.root.string(), {5, 6}), std::vector<int>{1});
   EXPECT_EQ(dr::numa_nodes_of(fs.root.string(), {3, 4}), (std::vector<int>{0, 1}));
 }

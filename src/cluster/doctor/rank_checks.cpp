@@ -7,6 +7,7 @@
 #include <span>
 
 #include "atomr/local/devices.hpp"
+#include "atomr/local/topology/irq_cpus.hpp"
 #include "doctor_parts.hpp"
 #if ATOMR_HAVE_CUDA
 #include "add_one.hpp"
@@ -132,7 +133,7 @@ rank_result check_rank(local::actor_system& system, const options& opts, const n
   r.hostname = id.hostname;
   r.local_rank = id.local_rank;
   const auto cpus = my_cpus();
-  r.cpus = format_cpu_list(cpus);
+  r.cpus = local::cpu_list_text(cpus);
   r.cpu_count = static_cast<int>(cpus.size());
   r.bound = static_cast<long>(cpus.size()) < sysconf(_SC_NPROCESSORS_ONLN);
   r.cpu_numa = numa_nodes_of(opts.sysfs, cpus);

@@ -111,19 +111,6 @@ std::vector<int> parse_cpu_list(const std::string& text) {
   return cpus;
 }
 
-std::string format_cpu_list(const std::vector<int>& cpus) {
-  std::string out;
-  for (std::size_t i = 0; i < cpus.size();) {
-    std::size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(cpus[i]);
-    if (j > i) out += '-' + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 std::vector<int> numa_nodes_of(const std::string& sysfs, const std::vector<int>& cpus) {
   std::vector<int> nodes;
   std::error_code ec;

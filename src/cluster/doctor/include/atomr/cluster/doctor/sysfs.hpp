@@ -47,8 +47,7 @@ std::vector<nic> read_nics(const std::string& sysfs);
 
 // "0-3,8,10-11" -> {0,1,2,3,8,10,11}; malformed parts are skipped.
 std::vector<int> parse_cpu_list(const std::string& text);
-// The reverse, ranges folded.
-std::string format_cpu_list(const std::vector<int>& cpus);
+// (The reverse is local::cpu_list_text.)
 // The NUMA nodes that hold any of `cpus`, ascending.
 std::vector<int> numa_nodes_of(const std::string& sysfs, const std::vector<int>& cpus);
 

@@ -20,39 +20,7 @@ for tool in ip tc nsenter unshare mpirun python3; do command -v $tool >/dev/null
 hosts=4
 prefix=amd$$
 work=$(mktemp -d)
-cleanup() {
-  for i in $(seq 1 $hosts); do ip netns pids $prefix-h$i 2>/dev/null | xargs -r kill -9 2>/dev/null; done
-  for i in $(seq 1 $hosts); do ip netns del $prefix-h$i 2>/dev/null; done
-  ip netns del $prefix-sw 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-net=10.$((200 + $$ % 50)).$(( ($$ / 50) % 250 ))
-if ! ip netns add $prefix-sw 2>"$work/err"; then skip "cannot create network namespaces: $(cat "$work/err")"; fi
-ip -n $prefix-sw link set lo up
-ip -n $prefix-sw link add br0 type bridge
-ip -n $prefix-sw link set br0 up
-for i in $(seq 1 $hosts); do
-  h=$prefix-h$i
-  ip netns add $h
-  ip -n $h link set lo up
-  ip -n $h link add eth0 type veth peer name veth$i
-  ip -n $h link set veth$i netns $prefix-sw
-  ip -n $prefix-sw link set veth$i master br0
-  ip -n $prefix-sw link set veth$i up
-  ip -n $h addr add $net.$((10 + i))/24 dev eth0
-  ip -n $h link set eth0 up
-done
-unshare --uts true 2>/dev/null || skip "unshare --uts is not allowed here"
-
-cat >"$work/nsrsh" <<EOS
-#!/bin/bash
-while [[ \$# -gt 0 && \$1 == -* ]]; do shift; done
-host=\$1; shift
-ns=$prefix-h\$(( \${host##*.} - 10 ))
-exec nsenter --net=/run/netns/\$ns unshare --uts /bin/sh -c "hostname node\${ns##*-h}; \$*"
-EOS
-chmod +x "$work/nsrsh"
+source "$(dirname "${BASH_SOURCE[0]}")/namespace_hosts.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 atomr=$build/bin/atomr
 # mp <host list> <mpirun args...>, from inside host 1.

@@ -12,43 +12,10 @@ build=$1
 skip() { echo "multihost: skipped: $*"; exit 77; }
 [[ $(id -u) == 0 ]] || skip "needs root for network namespaces (running as uid $(id -u))"
 for tool in ip nsenter unshare mpirun; do command -v $tool >/dev/null || skip "no $tool"; done
+hosts=3
 prefix=amh$$
 work=$(mktemp -d)
-cleanup() {
-  for i in 1 2 3; do ip netns pids $prefix-h$i 2>/dev/null | xargs -r kill -9 2>/dev/null; done
-  for i in 1 2 3; do ip netns del $prefix-h$i 2>/dev/null; done
-  ip netns del $prefix-sw 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-# A /24 of its own per run, so that concurrent runs do not share addresses.
-net=10.$((200 + $$ % 50)).$(( ($$ / 50) % 250 ))
-if ! ip netns add $prefix-sw 2>"$work/err"; then skip "cannot create network namespaces: $(cat "$work/err")"; fi
-ip -n $prefix-sw link set lo up
-ip -n $prefix-sw link add br0 type bridge
-ip -n $prefix-sw link set br0 up
-for i in 1 2 3; do
-  h=$prefix-h$i
-  ip netns add $h
-  ip -n $h link set lo up
-  ip -n $h link add eth0 type veth peer name veth$i
-  ip -n $h link set veth$i netns $prefix-sw
-  ip -n $prefix-sw link set veth$i master br0
-  ip -n $prefix-sw link set veth$i up
-  ip -n $h addr add $net.$((10 + i))/24 dev eth0
-  ip -n $h link set eth0 up
-done
-unshare --uts true 2>/dev/null || skip "unshare --uts is not allowed here"
-
-# nsrsh: the ssh stand-in (host address -> namespace, own hostname), environment kept.
-cat >"$work/nsrsh" <<EOS
-#!/bin/bash
-while [[ \$# -gt 0 && \$1 == -* ]]; do shift; done
-host=\$1; shift
-ns=$prefix-h\$(( \${host##*.} - 10 ))
-exec nsenter --net=/run/netns/\$ns unshare --uts /bin/sh -c "hostname node\${ns##*-h}; \$*"
-EOS
-chmod +x "$work/nsrsh"
+source "$(dirname "${BASH_SOURCE[0]}")/namespace_hosts.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 GTEST_COLOR=no
 # mpirun <ranks per host> <args...>, from inside host 1.
 mp() {
